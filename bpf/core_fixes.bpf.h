@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * core_fixes.bpf.h - the one place where kernel drift that CO-RE cannot
+ * absorb by itself is handled. Each shim names the kernel change.
+ */
+#ifndef STEPTRACE_CORE_FIXES_BPF_H
+#define STEPTRACE_CORE_FIXES_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+
+/*
+ * sched_process_exit: v6.16-ish kernels pass (task, group_dead); 6.1 passes
+ * (task). We never read the second argument: sched.bpf.c derives group_dead
+ * from signal->live, which do_exit() decrements before the tracepoint on
+ * every kernel we target.
+ *
+ * tcp_retransmit_skb: 6.1 passes (sk, skb); newer kernels append a reason.
+ * We read only the first argument.
+ *
+ * sock:sock_send_length / sock_recv_length (v6.3, commit "net: add
+ * sock_send_length/sock_recv_length tracepoints") do not exist on 6.1: the
+ * loader disables those programs there and reports the net tier it chose.
+ */
+
+/* struct sock_common's skc_v6_*: present only with CONFIG_IPV6. */
+static __always_inline bool st_sk_has_v6(void)
+{
+	return bpf_core_field_exists(struct sock_common, skc_v6_daddr);
+}
+
+#endif /* STEPTRACE_CORE_FIXES_BPF_H */

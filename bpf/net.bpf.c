@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * net.bpf.c - TCP traffic of target threads: bytes per send/recv with the
+ * socket's 4-tuple and the time spent in the call, retransmits and state
+ * changes.
+ *
+ * Tiers: the sock:sock_{send,recv}_length tracepoints (>= 6.3) give per-call
+ * bytes in task context; on kernels without them (6.1) the kprobe tier on
+ * tcp_sendmsg/tcp_recvmsg takes over where kprobes exist. Retransmits and
+ * state changes run in softirq context, so sockets seen in target context are
+ * remembered in st_socks. EFA control-path probes (efa_reg_mr, efa_create_qp)
+ * belong in this file as a further SEC group, autoloaded only when the efa
+ * module is present.
+ */
+#include "common.bpf.h"
+#include "core_fixes.bpf.h"
+
+#define ST_AF_INET 2
+#define ST_AF_INET6 10
+#define ST_IPPROTO_TCP 6
+#define ST_TCP_CLOSE 7
+
+/* Sockets of target tasks, so softirq-side events can be attributed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ST_MAX_SOCKS);
+	__type(key, __u64);
+	__type(value, __u32); /* owning tgid */
+} st_socks SEC(".maps");
+
+static __always_inline bool st_sk_is_tcp(struct sock *sk)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+
+	if (family != ST_AF_INET && family != ST_AF_INET6)
+		return false;
+	return BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol) == ST_IPPROTO_TCP;
+}
+
+static __always_inline void st_sk_tuple(struct sock *sk, struct st_sock_tuple *t)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+
+	__builtin_memset(t, 0, sizeof(*t));
+	t->family = family;
+	t->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	t->dport = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (family == ST_AF_INET) {
+		__u32 s = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		__u32 d = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+
+		/* v4-mapped: ::ffff:a.b.c.d */
+		t->saddr[10] = 0xff;
+		t->saddr[11] = 0xff;
+		t->daddr[10] = 0xff;
+		t->daddr[11] = 0xff;
+		__builtin_memcpy(&t->saddr[12], &s, 4);
+		__builtin_memcpy(&t->daddr[12], &d, 4);
+	} else if (st_sk_has_v6()) {
+		BPF_CORE_READ_INTO(&t->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+		BPF_CORE_READ_INTO(&t->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	}
+}
+
+static __always_inline int st_net_xfer(struct sock *sk, int ret, __u32 dir)
+{
+	struct task_struct *cur;
+	struct st_task_state *ts;
+	struct st_net_xfer *e;
+	__u64 now, sock_id = (__u64)sk;
+	__u32 tgid;
+
+	if (!(st_cfg.enabled & ST_SUB_NET))
+		return 0;
+	if (ret <= 0 || !st_current_is_target())
+		return 0;
+	if (!st_sk_is_tcp(sk))
+		return 0;
+	now = bpf_ktime_get_ns();
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	bpf_map_update_elem(&st_socks, &sock_id, &tgid, BPF_ANY);
+	e = st_reserve_for(sizeof(*e), ST_EV_NET_XFER, tgid, (__u32)bpf_get_current_pid_tgid(), now);
+	if (!e)
+		return 0;
+	cur = bpf_get_current_task_btf();
+	ts = st_task_state_get(cur, false);
+	e->sock_id = sock_id;
+	e->dur_ns = ts && ts->sys_nr >= 0 && ts->sys_enter_ts ? now - ts->sys_enter_ts : 0;
+	st_sk_tuple(sk, &e->tuple);
+	e->bytes = ret;
+	e->dir = dir;
+	st_submit(e);
+	return 0;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(st_sock_send_length, struct sock *sk, int ret, int flags)
+{
+	return st_net_xfer(sk, ret, ST_NET_SEND);
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(st_sock_recv_length, struct sock *sk, int ret, int flags)
+{
+	return st_net_xfer(sk, ret, ST_NET_RECV);
+}
+
+SEC("tp_btf/tcp_retransmit_skb")
+int BPF_PROG(st_tcp_retransmit_skb, struct sock *sk, struct sk_buff *skb)
+{
+	struct st_tcp_retransmit *e;
+	__u32 *owner;
+	__u64 sock_id = (__u64)sk;
+
+	if (!(st_cfg.enabled & ST_SUB_NET))
+		return 0;
+	owner = bpf_map_lookup_elem(&st_socks, &sock_id);
+	if (!owner)
+		return 0;
+	e = st_reserve_for(sizeof(*e), ST_EV_TCP_RETRANSMIT, *owner, 0, bpf_ktime_get_ns());
+	if (!e)
+		return 0;
+	e->sock_id = sock_id;
+	st_sk_tuple(sk, &e->tuple);
+	e->state = BPF_CORE_READ(sk, __sk_common.skc_state);
+	e->pad_ = 0;
+	st_submit(e);
+	return 0;
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(st_inet_sock_set_state, struct sock *sk, int oldstate, int newstate)
+{
+	struct st_tcp_state *e;
+	__u64 sock_id = (__u64)sk;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 *owner;
+
+	if (!(st_cfg.enabled & ST_SUB_NET))
+		return 0;
+	if (BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol) != ST_IPPROTO_TCP)
+		return 0;
+	owner = bpf_map_lookup_elem(&st_socks, &sock_id);
+	if (owner) {
+		tgid = *owner;
+	} else {
+		/* connect()/listen()/accept-side transitions run in the owner's context. */
+		if (!st_current_is_target())
+			return 0;
+		bpf_map_update_elem(&st_socks, &sock_id, &tgid, BPF_ANY);
+	}
+	e = st_reserve_for(sizeof(*e), ST_EV_TCP_STATE, tgid, 0, bpf_ktime_get_ns());
+	if (e) {
+		e->sock_id = sock_id;
+		st_sk_tuple(sk, &e->tuple);
+		e->old_state = oldstate;
+		e->new_state = newstate;
+		st_submit(e);
+	}
+	if (newstate == ST_TCP_CLOSE)
+		bpf_map_delete_elem(&st_socks, &sock_id);
+	return 0;
+}

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * sched.bpf.c - on-CPU / runnable / blocked transitions of target threads,
+ * who woke whom, and the life cycle of target tasks (fork, exec, rename, exit).
+ *
+ * Everything here comes from scheduler tracepoints that fire anyway; yields
+ * are counted at the syscall boundary (accel_ioctl.bpf.c) and reported in the
+ * next switch-out record instead of one record per sched_yield().
+ */
+#include "common.bpf.h"
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(st_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	bool prev_t, next_t;
+	struct st_sched_switch *e;
+	struct st_task_state *ts;
+	__u32 yields = 0;
+	__s32 sys_nr = -1;
+
+	if (!(st_cfg.enabled & ST_SUB_SCHED))
+		return 0;
+	prev_t = st_task_is_target(prev);
+	next_t = st_task_is_target(next);
+	if (!prev_t && !next_t)
+		return 0;
+
+	if (prev_t) {
+		ts = st_task_state_get(prev, false);
+		if (ts) {
+			yields = ts->yields;
+			ts->yields = 0;
+			sys_nr = ts->sys_nr;
+		}
+	}
+	e = st_reserve_for(sizeof(*e), ST_EV_SCHED_SWITCH, prev->tgid, prev->pid, bpf_ktime_get_ns());
+	if (!e)
+		return 0;
+	e->next_pid = next->tgid;
+	e->next_tid = next->pid;
+	e->prev_state = prev_state;
+	e->flags = (preempt ? ST_SWITCH_PREEMPT : 0) | (prev_t ? ST_SWITCH_PREV_TARGET : 0) |
+		   (next_t ? ST_SWITCH_NEXT_TARGET : 0);
+	e->prev_yields = yields;
+	e->prev_sys_nr = sys_nr;
+	st_submit(e);
+	return 0;
+}
+
+static __always_inline int st_emit_wakeup(struct task_struct *p, __u32 flags)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct st_sched_wakeup *e;
+	struct st_task_state *ts;
+
+	if (!(st_cfg.enabled & ST_SUB_SCHED))
+		return 0;
+	if (!st_task_is_target(p))
+		return 0;
+	e = st_reserve_for(sizeof(*e), ST_EV_SCHED_WAKEUP, p->tgid, p->pid, bpf_ktime_get_ns());
+	if (!e)
+		return 0;
+	e->waker_pid = cur->tgid;
+	e->waker_tid = cur->pid;
+	e->waker_sys_nr = -1;
+	e->wakee_sys_nr = -1;
+	e->wakee_sys_arg0 = 0;
+	if (st_task_is_target(cur)) {
+		flags |= ST_WAKE_WAKER_TARGET;
+		ts = st_task_state_get(cur, false);
+		if (ts)
+			e->waker_sys_nr = ts->sys_nr;
+	}
+	/* What the wakee was blocked in tells what it waited for (pipe read, recv, futex...). */
+	ts = st_task_state_get(p, false);
+	if (ts) {
+		e->wakee_sys_nr = ts->sys_nr;
+		e->wakee_sys_arg0 = ts->sys_arg0;
+	}
+	e->flags = flags;
+	e->target_cpu = BPF_CORE_READ(p, wake_cpu);
+	bpf_get_current_comm(e->waker_comm, sizeof(e->waker_comm));
+	st_submit(e);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(st_sched_wakeup, struct task_struct *p)
+{
+	return st_emit_wakeup(p, 0);
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(st_sched_wakeup_new, struct task_struct *p)
+{
+	return st_emit_wakeup(p, ST_WAKE_NEW);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(st_sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	struct st_task_new *e;
+	__u32 child_tgid = child->tgid;
+	__u8 one = 1;
+
+	if (!st_task_is_target(parent))
+		return 0;
+	/* Follow the job's process tree: a new process of a target is a target. */
+	if (st_cfg.filter_mode != ST_FILTER_ALL && st_cfg.follow_forks && child_tgid == child->pid)
+		bpf_map_update_elem(&st_targets, &child_tgid, &one, BPF_ANY);
+
+	e = st_reserve_for(sizeof(*e), ST_EV_TASK_NEW, parent->tgid, parent->pid, bpf_ktime_get_ns());
+	if (!e)
+		return 0;
+	e->child_pid = child_tgid;
+	e->child_tid = child->pid;
+	e->flags = child_tgid == parent->tgid ? ST_TASK_IS_THREAD : 0;
+	e->pad_ = 0;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), child->comm);
+	st_submit(e);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(st_sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	struct st_task_comm *e;
+
+	if (!st_task_is_target(p))
+		return 0;
+	e = st_reserve(sizeof(*e), ST_EV_TASK_EXEC);
+	if (!e)
+		return 0;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	st_submit(e);
+	return 0;
+}
+
+SEC("tp_btf/task_rename")
+int BPF_PROG(st_task_rename, struct task_struct *task, const char *comm)
+{
+	struct st_task_comm *e;
+
+	if (!st_task_is_target(task))
+		return 0;
+	e = st_reserve_for(sizeof(*e), ST_EV_TASK_COMM, task->tgid, task->pid, bpf_ktime_get_ns());
+	if (!e)
+		return 0;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);
+	st_submit(e);
+	return 0;
+}
+
+/*
+ * sched_process_exit gained a group_dead argument in newer kernels; we read
+ * signal->live instead (already decremented by do_exit before the tracepoint),
+ * which works on every kernel we target.
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(st_sched_process_exit, struct task_struct *p)
+{
+	struct st_task_exit *e;
+	struct st_task_state *ts;
+	__u32 tgid = p->tgid;
+	bool group_dead = BPF_CORE_READ(p, signal, live.counter) == 0;
+
+	if (!st_task_is_target(p))
+		return 0;
+	ts = st_task_state_get(p, false);
+	e = st_reserve(sizeof(*e), ST_EV_TASK_EXIT);
+	if (e) {
+		e->exit_code = BPF_CORE_READ(p, exit_code);
+		e->flags = group_dead ? ST_EXIT_GROUP_DEAD : 0;
+		e->yields = ts ? ts->yields : 0;
+		e->pad_ = 0;
+		bpf_get_current_comm(e->comm, sizeof(e->comm));
+		st_submit(e);
+	}
+	/* Forget the tgid so a reused pid is not traced by mistake. */
+	if (group_dead && st_cfg.filter_mode != ST_FILTER_ALL)
+		bpf_map_delete_elem(&st_targets, &tgid);
+	return 0;
+}

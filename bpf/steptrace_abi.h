@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * steptrace_abi.h - THE record format between the BPF collectors and the
+ * userspace aggregator, and the configuration written to rodata before load.
+ *
+ * Rules:
+ *  - fixed-width types only; every struct's size is pinned by a static assert;
+ *  - every record starts with struct st_event_header;
+ *  - kinds are append-only: never renumber, never reuse a retired value;
+ *  - a layout change bumps ST_ABI_VERSION (the decoder and capture files check it).
+ */
+#ifndef STEPTRACE_ABI_H
+#define STEPTRACE_ABI_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define ST_ABI_VERSION 1
+#define ST_COMM_LEN 16
+#define ST_MAX_TARGETS 65536   /* traced tgids (follows fork) */
+#define ST_MAX_ACCEL_DEVS 64   /* explicit --accel-dev files */
+#define ST_MAX_INFLIGHT_RQ 16384
+#define ST_MAX_SOCKS 16384
+
+/* Event kinds. Append only. */
+enum st_event_kind {
+	ST_EV_NONE = 0,
+	ST_EV_SCHED_SWITCH = 1,
+	ST_EV_SCHED_WAKEUP = 2,
+	ST_EV_TASK_NEW = 3,
+	ST_EV_TASK_EXEC = 4,
+	ST_EV_TASK_EXIT = 5,
+	ST_EV_TASK_COMM = 6,
+	ST_EV_BLOCK_RQ = 7,
+	ST_EV_NET_XFER = 8,
+	ST_EV_TCP_RETRANSMIT = 9,
+	ST_EV_TCP_STATE = 10,
+	ST_EV_ACCEL_IOCTL = 11,
+	ST_EV_UPROBE = 12,
+	ST_EV_KIND_MAX = 13, /* one past the last kind; sizes the stats arrays */
+};
+
+/* Subsystems that can be enabled in st_config.enabled. */
+enum st_subsystem {
+	ST_SUB_SCHED = 1u << 0,
+	ST_SUB_BLOCK = 1u << 1,
+	ST_SUB_NET = 1u << 2,
+	ST_SUB_ACCEL = 1u << 3,
+	ST_SUB_UPROBE = 1u << 4,
+};
+
+enum st_filter_mode {
+	ST_FILTER_ALL = 0,    /* whole host (minus steptrace itself) */
+	ST_FILTER_TGID = 1,   /* tgids in st_targets; children added at fork */
+	ST_FILTER_CGROUP = 2, /* cgroup v2 id, plus tgids in st_targets */
+};
+
+/*
+ * Configuration, written to .rodata before load so the verifier prunes the
+ * arms that are off (a disabled subsystem costs nothing per event).
+ */
+struct st_config {
+	__u32 filter_mode;    /* enum st_filter_mode */
+	__u32 follow_forks;   /* add children of targets to st_targets */
+	__u64 cgroup_id;      /* ST_FILTER_CGROUP */
+	__u32 enabled;        /* enum st_subsystem bits */
+	__u32 self_tgid;      /* never trace steptrace's own threads */
+	__u32 neuron_major;   /* char major of "neuron" in /proc/devices, 0 = none */
+	__u32 n_accel_devs;   /* entries in st_accel_devs; 0 skips the lookup */
+};
+
+/* Common header of every record. ts_ns is CLOCK_MONOTONIC (bpf_ktime_get_ns). */
+struct st_event_header {
+	__u16 size;  /* whole record, header included */
+	__u16 kind;  /* enum st_event_kind */
+	__u32 cpu;
+	__u64 ts_ns;
+	__u32 pid;   /* tgid of the subject task */
+	__u32 tid;   /* tid of the subject task */
+};
+
+/* prev (header pid/tid) leaves the CPU, next enters. */
+#define ST_SWITCH_PREEMPT (1u << 0)     /* involuntary: prev stays runnable */
+#define ST_SWITCH_PREV_TARGET (1u << 1)
+#define ST_SWITCH_NEXT_TARGET (1u << 2)
+struct st_sched_switch {
+	struct st_event_header hdr;
+	__u32 next_pid;
+	__u32 next_tid;
+	__u32 prev_state;   /* TASK_* bits: 0 runnable, 1 S, 2 D, ... */
+	__u32 flags;        /* ST_SWITCH_* */
+	__u32 prev_yields;  /* sched_yield() calls by prev during the slice that just ended */
+	__s32 prev_sys_nr;  /* syscall prev was in when it left the CPU, -1 none/unknown */
+};
+
+/* header pid/tid = the woken task (wakee). */
+#define ST_WAKE_NEW (1u << 0)          /* sched_wakeup_new: first run of a new task */
+#define ST_WAKE_WAKER_TARGET (1u << 1)
+struct st_sched_wakeup {
+	struct st_event_header hdr;
+	__u32 waker_pid;
+	__u32 waker_tid;
+	__s32 waker_sys_nr;  /* syscall the waker was in (target wakers only), -1 */
+	__s32 wakee_sys_nr;  /* syscall the wakee was blocked in, -1 unknown */
+	__u64 wakee_sys_arg0; /* its first argument (usually an fd) */
+	__u32 flags;         /* ST_WAKE_* */
+	__u32 target_cpu;
+	char waker_comm[ST_COMM_LEN];
+};
+
+/* header = parent; a new thread or process. */
+#define ST_TASK_IS_THREAD (1u << 0)
+struct st_task_new {
+	struct st_event_header hdr;
+	__u32 child_pid;
+	__u32 child_tid;
+	__u32 flags;
+	__u32 pad_;
+	char comm[ST_COMM_LEN];
+};
+
+/* header = the task; comm after exec or a rename (prctl PR_SET_NAME). */
+struct st_task_comm {
+	struct st_event_header hdr;
+	char comm[ST_COMM_LEN];
+};
+
+#define ST_EXIT_GROUP_DEAD (1u << 0)
+struct st_task_exit {
+	struct st_event_header hdr;
+	__s32 exit_code;
+	__u32 flags;
+	__u32 yields;       /* sched_yield() calls in the final slice */
+	__u32 pad_;
+	char comm[ST_COMM_LEN];
+};
+
+/* header pid/tid = the task that issued the request; ts_ns = completion. */
+#define ST_RQ_WRITE (1u << 0)
+#define ST_RQ_SYNC (1u << 1)
+#define ST_RQ_FLUSH (1u << 2)
+struct st_block_rq {
+	struct st_event_header hdr;
+	__u64 insert_ts;  /* 0 when the request bypassed the scheduler */
+	__u64 issue_ts;
+	__u64 sector;
+	__u32 dev;        /* kernel dev_t: major << 20 | minor */
+	__u32 bytes;
+	__u32 op;         /* REQ_OP_* */
+	__u32 flags;      /* ST_RQ_* */
+	__s32 error;
+	__u32 pad_;
+};
+
+/* Socket identity: the 4-tuple in network byte order, IPv4 as v4-mapped IPv6. */
+struct st_sock_tuple {
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u16 sport;  /* host order */
+	__u16 dport;  /* host order */
+	__u16 family; /* AF_INET / AF_INET6 */
+	__u16 pad_;
+};
+
+#define ST_NET_SEND 0
+#define ST_NET_RECV 1
+/* header = the task; ts_ns = end of the send/recv. */
+struct st_net_xfer {
+	struct st_event_header hdr;
+	__u64 sock_id;     /* stable while the socket lives */
+	__u64 dur_ns;      /* syscall entry -> now; 0 when unknown */
+	struct st_sock_tuple tuple;
+	__s32 bytes;
+	__u32 dir;         /* ST_NET_SEND / ST_NET_RECV */
+};
+
+struct st_tcp_retransmit {
+	struct st_event_header hdr;
+	__u64 sock_id;
+	struct st_sock_tuple tuple;
+	__u32 state;
+	__u32 pad_;
+};
+
+struct st_tcp_state {
+	struct st_event_header hdr;
+	__u64 sock_id;
+	struct st_sock_tuple tuple;
+	__u32 old_state;
+	__u32 new_state;
+};
+
+/* header = the calling task; ts_ns = ioctl return. */
+#define ST_ACCEL_H2D (1u << 0)   /* copy toward the device */
+#define ST_ACCEL_D2H (1u << 1)
+#define ST_ACCEL_BY_MAJOR (1u << 2) /* matched by the neuron char major */
+struct st_accel_ioctl {
+	struct st_event_header hdr;
+	__u64 enter_ts;
+	__u64 bytes;      /* transfer size for copy ioctls, descriptor bytes for descriptor writes */
+	__s64 ret;
+	__u32 cmd;        /* full 32-bit command */
+	__s32 fd;
+	__u32 dev_index;  /* minor for neuron devices, --accel-dev position otherwise */
+	__u32 flags;      /* ST_ACCEL_* */
+};
+
+/* Probes on user functions (runtime library, step marker). */
+enum st_uprobe_id {
+	ST_UP_NRT_EXECUTE = 1,
+	ST_UP_NRT_TENSOR_WRITE = 2,
+	ST_UP_NRT_TENSOR_READ = 3,
+	ST_UP_STEP_MARKER = 4,
+};
+struct st_uprobe {
+	struct st_event_header hdr;
+	__u64 arg0;
+	__s64 ret;
+	__u32 probe;   /* enum st_uprobe_id */
+	__u32 is_return;
+};
+
+/* Per-CPU counters, one slot per kind. Userspace sums the CPUs. */
+struct st_stats {
+	__u64 emitted[ST_EV_KIND_MAX];
+	__u64 dropped[ST_EV_KIND_MAX];  /* ring buffer full at reserve */
+};
+
+/* Key of st_accel_devs: a device file named by --accel-dev. */
+struct st_accel_dev_key {
+	__u32 dev;  /* kernel dev_t of the filesystem (s_dev) */
+	__u32 pad_;
+	__u64 ino;
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct st_config) == 32, "st_config layout");
+static_assert(sizeof(struct st_event_header) == 24, "header layout");
+static_assert(sizeof(struct st_sched_switch) == 48, "sched_switch layout");
+static_assert(sizeof(struct st_sched_wakeup) == 72, "sched_wakeup layout");
+static_assert(sizeof(struct st_task_new) == 56, "task_new layout");
+static_assert(sizeof(struct st_task_comm) == 40, "task_comm layout");
+static_assert(sizeof(struct st_task_exit) == 56, "task_exit layout");
+static_assert(sizeof(struct st_block_rq) == 72, "block_rq layout");
+static_assert(sizeof(struct st_sock_tuple) == 40, "tuple layout");
+static_assert(sizeof(struct st_net_xfer) == 88, "net_xfer layout");
+static_assert(sizeof(struct st_tcp_retransmit) == 80, "retransmit layout");
+static_assert(sizeof(struct st_tcp_state) == 80, "tcp_state layout");
+static_assert(sizeof(struct st_accel_ioctl) == 64, "accel_ioctl layout");
+static_assert(sizeof(struct st_uprobe) == 48, "uprobe layout");
+static_assert(sizeof(struct st_accel_dev_key) == 16, "accel key layout");
+#endif
+
+#endif /* STEPTRACE_ABI_H */

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cli/options.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <charconv>
+#include <sstream>
+
+#include "steptrace_abi.h"
+
+namespace steptrace {
+
+Result<std::vector<uint32_t>> parse_pid_csv(const std::string& s) {
+  std::vector<uint32_t> out;
+  std::stringstream ss(s);
+  std::string item;
+  if (s.empty()) return make_error("empty pid list");
+  while (std::getline(ss, item, ',')) {
+    uint32_t v = 0;
+    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc{} || p != item.data() + item.size() || v == 0)
+      return make_error(fmt::format("invalid pid '{}' (expected a positive number)", item));
+    out.push_back(v);
+  }
+  if (!s.empty() && s.back() == ',') return make_error("invalid pid list: trailing comma");
+  return out;
+}
+
+Result<uint32_t> parse_subsystems(const std::string& s) {
+  uint32_t bits = 0;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item == "sched") bits |= ST_SUB_SCHED;
+    else if (item == "block") bits |= ST_SUB_BLOCK;
+    else if (item == "net") bits |= ST_SUB_NET;
+    else if (item == "accel") bits |= ST_SUB_ACCEL;
+    else if (item == "uprobe") bits |= ST_SUB_UPROBE;
+    else if (item == "all") bits |= ST_SUB_SCHED | ST_SUB_BLOCK | ST_SUB_NET | ST_SUB_ACCEL | ST_SUB_UPROBE;
+    else return make_error(fmt::format("unknown collector '{}' (sched, block, net, accel, uprobe, all)", item));
+  }
+  if (bits == 0) return make_error("no collector selected");
+  return bits;
+}
+
+namespace {
+
+void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::vector<std::string>& accel) {
+  app->add_option("-d,--duration", o.duration_s, "Stop after this many seconds")->check(CLI::PositiveNumber);
+  app->add_option("--accel-dev", accel,
+                  "Accelerator device file to trace (repeatable; matched on device+inode, so a simulated "
+                  "device works). Real Neuron devices are found by their /proc/devices major without it.");
+  app->add_option("--ring-mib", o.ring_mib, "Ring buffer size in MiB (power of two)")->check(CLI::Range(1, 1024));
+  app->add_option("--drain-ms", o.drain_ms, "Ring buffer drain interval in ms")->check(CLI::Range(1, 1000));
+  app->add_option("--collectors", collectors, "Comma list: sched,block,net,accel,uprobe,all");
+  app->add_flag("--no-follow", [&o](int64_t) { o.follow_forks = false; }, "Do not follow forked children");
+  app->add_option("--btf", o.btf_path, "Kernel BTF file when /sys/kernel/btf/vmlinux is missing");
+  app->add_option("--json", o.json_path, "Write the summary as JSON to FILE (- for stdout)");
+}
+
+}  // namespace
+
+Result<Options> parse_options(int argc, const char* const* argv, int* exit_code) {
+  Options o;
+  std::string collectors = "all";
+  std::vector<std::string> accel;
+  std::string pid_csv;
+
+  CLI::App app{"steptrace: why is each training step as slow as it is?"};
+  app.set_version_flag("--version", "steptrace 0.1.0");
+  app.add_flag("-v,--verbose", o.verbose, "More output (repeat for libbpf debug)");
+  app.require_subcommand(1);
+  app.fallthrough();
+  // run's job argv travels as "extras"; any other stray argument is rejected below.
+  app.allow_extras(true);
+
+  auto* run = app.add_subcommand("run", "Launch a job and trace it: steptrace run [opts] -- CMD ARGS...");
+  add_trace_flags(run, o, collectors, accel);
+  // Everything after the first non-option (or after "--") is the job's argv.
+  run->prefix_command(true);
+  run->allow_extras(true);
+
+  auto* attach = app.add_subcommand("attach", "Trace running processes, a cgroup, or the whole host");
+  add_trace_flags(attach, o, collectors, accel);
+  attach->add_option("-p,--pid", pid_csv, "PID[,PID...] (children are followed)");
+  attach->add_option("--cgroup", o.target.cgroup_path, "cgroup v2 directory");
+  attach->add_flag("--all", o.target.all, "Every process on the host");
+
+  auto* check = app.add_subcommand("check", "Preflight: can tracing work here? (non-zero exit if not)");
+  check->add_option("--btf", o.btf_path, "Kernel BTF file when /sys/kernel/btf/vmlinux is missing");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::ostringstream out, err;
+    *exit_code = app.exit(e, out, err);
+    if (*exit_code == 0) {
+      fmt::print("{}", out.str());
+      return make_error("");
+    }
+    std::string msg = err.str().empty() ? e.what() : err.str();
+    while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+    return make_error(msg);
+  }
+  *exit_code = 2;
+
+  if (run->parsed()) {
+    o.command = CommandKind::run;
+    o.argv = run->remaining();
+    if (o.argv.empty()) o.argv = app.remaining();
+    if (!o.argv.empty() && o.argv.front() == "--") o.argv.erase(o.argv.begin());
+    if (o.argv.empty()) return make_error("run: missing command (steptrace run [opts] -- CMD ARGS...)");
+  } else if (!app.remaining().empty()) {
+    return make_error(fmt::format("unexpected argument '{}'", app.remaining().front()));
+  } else if (attach->parsed()) {
+    o.command = CommandKind::attach;
+    int n = (!pid_csv.empty()) + (!o.target.cgroup_path.empty()) + (o.target.all ? 1 : 0);
+    if (n != 1) return make_error("attach: give exactly one of -p PID[,PID], --cgroup PATH or --all");
+    if (!pid_csv.empty()) {
+      auto pids = parse_pid_csv(pid_csv);
+      if (!pids) return pids.error();
+      o.target.pids = *pids;
+    }
+  } else {
+    o.command = CommandKind::check;
+  }
+  if (o.command != CommandKind::check) {
+    if ((o.ring_mib & (o.ring_mib - 1)) != 0)
+      return make_error(fmt::format("--ring-mib {} is not a power of two", o.ring_mib));
+    auto subs = parse_subsystems(collectors);
+    if (!subs) return subs.error();
+    o.subsystems = *subs;
+    o.accel_devs = accel;
+  }
+  *exit_code = 0;
+  return o;
+}
+
+}  // namespace steptrace

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// Command line -> validated Options. Pure: no I/O besides what CLI11 prints
+// for --help, so every rule here is unit-tested.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace steptrace {
+
+enum class CommandKind { run, attach, check };
+
+struct TargetSpec {
+  std::vector<uint32_t> pids;  // attach -p
+  std::string cgroup_path;     // attach --cgroup
+  bool all = false;            // attach --all
+};
+
+struct Options {
+  CommandKind command = CommandKind::check;
+  std::vector<std::string> argv;         // run: the job to launch
+  TargetSpec target;
+  std::vector<std::string> accel_devs;   // --accel-dev PATH (device or simulated device file)
+  double duration_s = 0;                 // 0: until the job exits or SIGINT/SIGTERM
+  uint32_t ring_mib = 16;                // ring buffer size, a power of two
+  uint32_t drain_ms = 10;                // timer drain interval (no per-record wakeups)
+  uint32_t subsystems = 0;               // st_subsystem bits
+  bool follow_forks = true;
+  std::string btf_path;                  // --btf FILE when /sys/kernel/btf/vmlinux is missing
+  std::string json_path;                 // --json FILE|-
+  int verbose = 0;
+};
+
+// argv[0] included. On --help/--version, returns an Error whose message is
+// empty and sets *exit_code (0); on bad input, an Error with the reason.
+Result<Options> parse_options(int argc, const char* const* argv, int* exit_code);
+
+// "1,2,3" -> {1,2,3}; rejects empty items, zero and non-numbers.
+Result<std::vector<uint32_t>> parse_pid_csv(const std::string& s);
+// "sched,block" -> bits; "all" -> everything.
+Result<uint32_t> parse_subsystems(const std::string& s);
+
+}  // namespace steptrace

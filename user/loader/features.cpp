@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "loader/features.h"
+
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace steptrace {
+namespace {
+
+bool path_exists(const char* p) { return ::access(p, F_OK) == 0; }
+
+bool btf_has_tracepoint(const struct btf* btf, const char* name) {
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "btf_trace_%s", name);
+  return btf__find_by_name_kind(btf, buf, BTF_KIND_TYPEDEF) > 0;
+}
+
+}  // namespace
+
+KernelFeatures probe_features(const std::string& btf_override) {
+  KernelFeatures f;
+  struct utsname u {};
+  if (::uname(&u) == 0) {
+    f.release = u.release;
+    std::sscanf(u.release, "%d.%d", &f.kernel_major, &f.kernel_minor);
+  }
+  f.btf_path = btf_override.empty() ? "/sys/kernel/btf/vmlinux" : btf_override;
+  struct btf* btf = btf__parse(f.btf_path.c_str(), nullptr);
+  if (btf) {
+    f.btf = true;
+    f.tp_sock_length = btf_has_tracepoint(btf, "sock_send_length") && btf_has_tracepoint(btf, "sock_recv_length");
+    f.tp_task_rename = btf_has_tracepoint(btf, "task_rename");
+    f.tp_block_rq = btf_has_tracepoint(btf, "block_rq_issue") && btf_has_tracepoint(btf, "block_rq_complete");
+    f.tp_inet_sock_set_state = btf_has_tracepoint(btf, "inet_sock_set_state");
+    f.tp_tcp_retransmit = btf_has_tracepoint(btf, "tcp_retransmit_skb");
+    f.tp_sys_enter = btf_has_tracepoint(btf, "sys_enter");
+    btf__free(btf);
+  } else {
+    f.btf_path.clear();
+  }
+  f.ringbuf = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, nullptr) == 1;
+  f.task_storage = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, nullptr) == 1;
+  f.kprobes = path_exists("/sys/bus/event_source/devices/kprobe");
+  f.uprobes = path_exists("/sys/bus/event_source/devices/uprobe");
+  if (path_exists("/sys/kernel/tracing/events"))
+    f.tracefs = "/sys/kernel/tracing";
+  else if (path_exists("/sys/kernel/debug/tracing/events"))
+    f.tracefs = "/sys/kernel/debug/tracing";
+  return f;
+}
+
+}  // namespace steptrace

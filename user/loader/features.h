@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: Apache-2.0
+// What this kernel offers, probed in one place. The loader picks attach
+// tiers from this, `steptrace check` prints it, and every report names it.
+#pragma once
+
+#include <string>
+
+namespace steptrace {
+
+struct KernelFeatures {
+  std::string release;           // uname -r
+  std::string btf_path;          // BTF used for CO-RE ("" when none found)
+  bool btf = false;
+  bool ringbuf = false;
+  bool task_storage = false;
+  bool kprobes = false;          // kprobe PMU present (CONFIG_KPROBES)
+  bool uprobes = false;          // uprobe PMU present
+  std::string tracefs;           // mount point, "" when not mounted
+  // Tracepoints known to the kernel's BTF (btf_trace_<name> typedefs).
+  bool tp_sock_length = false;   // sock:sock_send_length / sock_recv_length (>= 6.3)
+  bool tp_task_rename = false;
+  bool tp_block_rq = false;
+  bool tp_inet_sock_set_state = false;
+  bool tp_tcp_retransmit = false;
+  bool tp_sys_enter = false;
+  int kernel_major = 0, kernel_minor = 0;
+};
+
+// `btf_override` is --btf; empty means /sys/kernel/btf/vmlinux.
+KernelFeatures probe_features(const std::string& btf_override);
+
+}  // namespace steptrace

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "loader/preflight.h"
+
+#include <fmt/core.h>
+
+#include <sstream>
+
+#include "util/sys_root.h"
+
+namespace steptrace {
+
+Capabilities parse_cap_eff(const std::string& text) {
+  Capabilities c;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("CapEff:", 0) != 0) continue;
+    unsigned long long v = 0;
+    try {
+      v = std::stoull(line.substr(7), nullptr, 16);
+    } catch (...) {
+      return c;
+    }
+    c.sys_admin = v & (1ull << 21);
+    c.perfmon = v & (1ull << 38);
+    c.bpf = v & (1ull << 39);
+  }
+  return c;
+}
+
+Capabilities read_capabilities(const std::string& proc_root) {
+  auto s = read_small_file(proc_root + "/self/status");
+  return s ? parse_cap_eff(*s) : Capabilities{};
+}
+
+std::string parse_lockdown(const std::string& text) {
+  auto a = text.find('[');
+  auto b = text.find(']', a == std::string::npos ? 0 : a);
+  if (a == std::string::npos || b == std::string::npos) return "";
+  return text.substr(a + 1, b - a - 1);
+}
+
+std::vector<CheckRow> run_preflight(const KernelFeatures& f, const Capabilities& caps, const std::string& lockdown) {
+  std::vector<CheckRow> rows;
+  bool privileged = caps.sys_admin || (caps.bpf && caps.perfmon);
+  rows.push_back({"privileges", privileged ? CheckStatus::ok : CheckStatus::fail,
+                  privileged ? (caps.sys_admin ? "CAP_SYS_ADMIN" : "CAP_BPF + CAP_PERFMON") : "missing",
+                  "run as root, or grant CAP_BPF,CAP_PERFMON,CAP_SYS_RESOURCE (setcap or systemd AmbientCapabilities)"});
+  rows.push_back({"kernel", (f.kernel_major > 6 || (f.kernel_major == 6 && f.kernel_minor >= 1)) ? CheckStatus::ok
+                                                                                                 : CheckStatus::warn,
+                  f.release, "steptrace is tested on 6.1 and newer"});
+  rows.push_back({"btf", f.btf ? CheckStatus::ok : CheckStatus::fail, f.btf ? f.btf_path : "not found",
+                  "kernel built without CONFIG_DEBUG_INFO_BTF: pass --btf FILE (e.g. from btfhub for this kernel)"});
+  bool locked = lockdown == "confidentiality";
+  rows.push_back({"lockdown", locked ? CheckStatus::fail : CheckStatus::ok, lockdown.empty() ? "n/a" : lockdown,
+                  "kernel lockdown=confidentiality forbids BPF reads of kernel memory; boot with lockdown=integrity or none"});
+  rows.push_back({"ringbuf", f.ringbuf ? CheckStatus::ok : CheckStatus::fail, f.ringbuf ? "yes" : "no",
+                  "BPF ring buffers need kernel >= 5.8"});
+  rows.push_back({"task storage", f.task_storage ? CheckStatus::ok : CheckStatus::fail,
+                  f.task_storage ? "yes" : "no", "task-local storage needs kernel >= 5.11"});
+  rows.push_back({"tracefs", f.tracefs.empty() ? CheckStatus::warn : CheckStatus::ok,
+                  f.tracefs.empty() ? "not mounted" : f.tracefs,
+                  "mount -t tracefs nodev /sys/kernel/tracing (needed by the classic-tracepoint tier)"});
+  rows.push_back({"sched/syscall hooks", f.tp_sys_enter ? CheckStatus::ok : CheckStatus::fail,
+                  f.tp_sys_enter ? "tp_btf" : "missing", "needs BTF-enabled raw tracepoints (>= 5.5)"});
+  rows.push_back({"net tier", f.tp_sock_length ? CheckStatus::ok : CheckStatus::warn,
+                  f.tp_sock_length ? "tp_btf sock_send_length/sock_recv_length"
+                                   : (f.kprobes ? "kprobe tcp_sendmsg/tcp_recvmsg (not yet implemented)" : "none"),
+                  "per-call TCP bytes need kernel >= 6.3 tracepoints or kprobes"});
+  rows.push_back({"block tier", f.tp_block_rq ? CheckStatus::ok : CheckStatus::warn,
+                  f.tp_block_rq ? "tp_btf block_rq_*" : "missing", "block tracepoints missing from BTF"});
+  rows.push_back({"accel tier", f.tp_sys_enter ? CheckStatus::ok : CheckStatus::fail,
+                  "tp_btf sys_enter/sys_exit (ioctl on device files)",
+                  "fentry/kprobe on the driver's ioctl handler would be cheaper where available"});
+  rows.push_back({"kprobes", f.kprobes ? CheckStatus::ok : CheckStatus::warn, f.kprobes ? "yes" : "no",
+                  "kernel without CONFIG_KPROBES: kprobe tiers unavailable, tracepoint tiers used"});
+  rows.push_back({"uprobes", f.uprobes ? CheckStatus::ok : CheckStatus::warn, f.uprobes ? "yes" : "no",
+                  "runtime/step-marker probes need CONFIG_UPROBES"});
+  return rows;
+}
+
+bool preflight_ok(const std::vector<CheckRow>& rows) {
+  for (const auto& r : rows)
+    if (r.status == CheckStatus::fail) return false;
+  return true;
+}
+
+std::string format_preflight(const std::vector<CheckRow>& rows) {
+  std::string out = fmt::format("{:<20} {:<6} {}\n", "CHECK", "STATUS", "DETAIL");
+  for (const auto& r : rows) {
+    const char* st = r.status == CheckStatus::ok ? "ok" : r.status == CheckStatus::warn ? "warn" : "FAIL";
+    out += fmt::format("{:<20} {:<6} {}\n", r.name, st, r.detail);
+    if (r.status != CheckStatus::ok) out += fmt::format("{:<20} {:<6} -> {}\n", "", "", r.hint);
+  }
+  return out;
+}
+
+}  // namespace steptrace

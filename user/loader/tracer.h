@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+// The BPF side's life cycle, RAII around the one skeleton:
+//   open -> write rodata and map sizes -> disable programs this kernel
+//   cannot run -> load -> attach.
+// Destruction detaches and frees everything (links, maps, programs).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loader/features.h"
+#include "steptrace_abi.h"
+#include "util/result.h"
+
+struct steptrace_bpf;
+struct bpf_link;
+
+namespace steptrace {
+
+struct TracerSettings {
+  uint32_t filter_mode = ST_FILTER_TGID;
+  uint64_t cgroup_id = 0;
+  bool follow_forks = true;
+  uint32_t subsystems = ST_SUB_SCHED | ST_SUB_BLOCK | ST_SUB_NET | ST_SUB_ACCEL | ST_SUB_UPROBE;
+  uint32_t self_tgid = 0;
+  uint32_t neuron_major = 0;
+  uint32_t n_accel_devs = 0;       // how many --accel-dev entries may be added later
+  uint64_t ring_bytes = 16ull << 20;
+  std::string btf_path;            // custom BTF for CO-RE ("" = kernel's)
+};
+
+struct DropStats {
+  uint64_t emitted[ST_EV_KIND_MAX] = {};
+  uint64_t dropped[ST_EV_KIND_MAX] = {};
+  uint64_t total_emitted() const;
+  uint64_t total_dropped() const;
+};
+
+// Which attach point each collector uses on this kernel.
+struct AttachTier {
+  std::string collector;
+  std::string tier;  // e.g. "tp_btf sched_switch", "disabled: ..."
+};
+
+class BpfTracer {
+ public:
+  static Result<std::unique_ptr<BpfTracer>> create(const TracerSettings& s, const KernelFeatures& f);
+  ~BpfTracer();
+  BpfTracer(const BpfTracer&) = delete;
+  BpfTracer& operator=(const BpfTracer&) = delete;
+
+  Status add_target(uint32_t tgid);
+  Status add_accel_dev(uint32_t kernel_dev, uint64_t ino, uint32_t index);
+  // Uprobe on `func` in the ELF at `binary` (all processes; the BPF side filters targets).
+  Status attach_uprobe(const std::string& binary, const std::string& func, uint32_t probe_id, bool ret);
+
+  int ring_map_fd() const;
+  Result<DropStats> read_stats() const;
+  const std::vector<AttachTier>& tiers() const { return tiers_; }
+  const TracerSettings& settings() const { return settings_; }
+
+ private:
+  BpfTracer() = default;
+  Status open_and_configure(const KernelFeatures& f);
+  Status load();
+  Status attach();
+
+  struct SkelDeleter {
+    void operator()(steptrace_bpf* s) const;
+  };
+  std::unique_ptr<steptrace_bpf, SkelDeleter> skel_;
+  std::vector<::bpf_link*> extra_links_;
+  std::vector<AttachTier> tiers_;
+  TracerSettings settings_;
+};
+
+// Kernel dev_t encoding (major << 20 | minor) of a userspace st_dev.
+uint32_t kernel_dev_from_user(uint64_t st_dev);
+
+}  // namespace steptrace

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// steptrace: parse -> run the command -> exit code. Everything else lives in
+// the library so tests drive the same code.
+#include <bpf/libbpf.h>
+#include <fmt/core.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <fstream>
+
+#include "cli/options.h"
+#include "loader/preflight.h"
+#include "report/summary.h"
+#include "session/session.h"
+#include "util/log.h"
+
+using namespace steptrace;
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop.store(true); }
+
+int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list args) {
+  if (level == LIBBPF_DEBUG && log::level() < log::Level::debug) return 0;
+  if (level == LIBBPF_INFO && log::level() < log::Level::info) return 0;
+  return std::vfprintf(stderr, fmt, args);
+}
+
+int cmd_check(const Options& o) {
+  auto f = probe_features(o.btf_path);
+  auto lockdown = read_small_file("/sys/kernel/security/lockdown");
+  auto rows = run_preflight(f, read_capabilities(), parse_lockdown(lockdown.value_or("")));
+  fmt::print("{}", format_preflight(rows));
+  bool ok = preflight_ok(rows);
+  fmt::print("{}\n", ok ? "tracing can work here" : "tracing cannot work here: fix the FAIL rows above");
+  return ok ? 0 : 1;
+}
+
+int cmd_trace(const Options& o) {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  auto session = Session::start(o);
+  if (!session) {
+    log::error("{}", session.error().message);
+    return 1;
+  }
+  if (o.command == CommandKind::attach)
+    log::info("tracing; Ctrl-C to stop");
+  auto st = (*session)->run_loop(&g_stop);
+  if (!st) log::error("{}", st.error().message);
+  auto report = (*session)->finish();
+  if (!report) {
+    log::error("{}", report.error().message);
+    return 1;
+  }
+  if (o.json_path == "-") {
+    fmt::print("{}\n", summary_json(*report).dump(2));
+  } else {
+    std::fputs(format_summary_text(*report).c_str(), stdout);
+    if (!o.json_path.empty()) {
+      std::ofstream out(o.json_path, std::ios::trunc);
+      if (!out) {
+        log::error("cannot write {}", o.json_path);
+        return 1;
+      }
+      out << summary_json(*report).dump(2) << "\n";
+    }
+  }
+  if (!st) return 1;
+  if (o.command == CommandKind::run && report->job_exit_code > 0) return report->job_exit_code;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int code = 0;
+  auto opts = parse_options(argc, argv, &code);
+  if (!opts) {
+    if (!opts.error().message.empty()) {
+      fmt::print(stderr, "steptrace: {}\n", opts.error().message);
+    }
+    return code;
+  }
+  log::set_level(opts->verbose >= 2 ? log::Level::debug : opts->verbose == 1 ? log::Level::info : log::Level::warn);
+  libbpf_set_print(libbpf_print);
+  switch (opts->command) {
+    case CommandKind::check: return cmd_check(*opts);
+    case CommandKind::run:
+    case CommandKind::attach: return cmd_trace(*opts);
+  }
+  return 2;
+}

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "report/summary.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace steptrace {
+namespace {
+
+double ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+std::vector<const ThreadInfo*> sorted_threads(const SessionReport& r) {
+  std::vector<const ThreadInfo*> v;
+  for (const auto& [tid, t] : r.analysis.threads.threads()) v.push_back(&t);
+  std::sort(v.begin(), v.end(), [](const ThreadInfo* a, const ThreadInfo* b) {
+    return a->pid != b->pid ? a->pid < b->pid : a->tid < b->tid;
+  });
+  return v;
+}
+
+}  // namespace
+
+std::string format_summary_text(const SessionReport& r) {
+  std::string o;
+  o += fmt::format("steptrace: {:.2f} s traced, {} records, {} dropped{}\n", r.wall_s, r.records,
+                   r.drops.total_dropped(), r.incomplete() ? " (INCOMPLETE: events were lost)" : "");
+  o += "\nThreads (ms)\n";
+  o += fmt::format("{:>7} {:>7} {:<16} {:>9} {:>9} {:>9} {:>9} {:>6} {:>7}  {}\n", "PID", "TID", "COMM", "ON-CPU",
+                   "RUNNABLE", "SLEEP", "D-WAIT", "PREEMPT", "YIELDS", "TOP WAKER");
+  for (const auto* t : sorted_threads(r)) {
+    std::string waker;
+    uint64_t best = 0;
+    for (const auto& [wtid, w] : t->wakers) {
+      if (w.count > best) {
+        best = w.count;
+        waker = fmt::format("{}/{} x{} ({:.1f} ms)", w.waker_comm, wtid, w.count, ms(w.blocked_ns));
+      }
+    }
+    o += fmt::format("{:>7} {:>7} {:<16} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>6} {:>7}  {}\n", t->pid, t->tid,
+                     t->comm.substr(0, 16), ms(t->ns(ThreadState::running)), ms(t->ns(ThreadState::runnable)),
+                     ms(t->ns(ThreadState::sleeping)), ms(t->ns(ThreadState::disk_wait)), t->preempted, t->yields,
+                     waker);
+  }
+  const auto& c = r.analysis.collectors;
+  if (!c.accel_by_cmd.empty()) {
+    o += "\nAccelerator ioctls\n";
+    o += fmt::format("{:<28} {:>8} {:>10} {:>10} {:>12}\n", "COMMAND", "COUNT", "TOTAL ms", "MAX ms", "BYTES");
+    for (const auto& [cmd, s] : c.accel_by_cmd)
+      o += fmt::format("{:<28} {:>8} {:>10.2f} {:>10.2f} {:>12}\n", neuron_cmd_name(cmd), s.agg.count,
+                       ms(s.agg.total_ns), ms(s.agg.max_ns), s.agg.bytes);
+  }
+  if (!c.block.empty()) {
+    o += "\nBlock I/O (issue -> complete)\n";
+    o += fmt::format("{:<8} {:>7} {:<5} {:>8} {:>12} {:>9} {:>9}\n", "DEV", "TID", "OP", "COUNT", "BYTES", "AVG ms",
+                     "MAX ms");
+    for (const auto& [k, a] : c.block)
+      o += fmt::format("{:<8} {:>7} {:<5} {:>8} {:>12} {:>9.3f} {:>9.3f}\n", format_dev(k.dev), k.tid,
+                       k.write ? "write" : "read", a.count, a.bytes, a.count ? ms(a.total_ns) / a.count : 0.0,
+                       ms(a.max_ns));
+  }
+  if (!c.socks.empty()) {
+    o += "\nTCP sockets\n";
+    o += fmt::format("{:<44} {:>12} {:>12} {:>10} {:>6}\n", "SOCKET", "SENT", "RECEIVED", "RECV ms", "RETX");
+    for (const auto& [id, s] : c.socks)
+      o += fmt::format("{:<44} {:>12} {:>12} {:>10.2f} {:>6}\n", format_tuple(s.tuple), s.send.bytes, s.recv.bytes,
+                       ms(s.recv.total_ns), s.retransmits);
+  }
+  o += "\nEvents by kind (emitted / dropped in kernel)\n";
+  for (int k = 1; k < ST_EV_KIND_MAX; ++k) {
+    if (r.drops.emitted[k] == 0 && r.drops.dropped[k] == 0) continue;
+    o += fmt::format("  {:<16} {:>10} / {}\n", kind_name(static_cast<uint32_t>(k)), r.drops.emitted[k],
+                     r.drops.dropped[k]);
+  }
+  if (r.decode.unknown_kind || r.decode.bad_size)
+    o += fmt::format("  undecodable: {} unknown kind, {} bad size\n", r.decode.unknown_kind, r.decode.bad_size);
+  o += "\nAttach tiers\n";
+  for (const auto& t : r.tiers) o += fmt::format("  {:<8} {}\n", t.collector, t.tier);
+  o += fmt::format("\nTracer: {:.3f} s CPU ({:.2f}% of one core), ring {} MiB drained every {} ms\n", r.tracer_cpu_s,
+                   r.wall_s > 0 ? 100.0 * r.tracer_cpu_s / r.wall_s : 0.0, r.ring_mib, r.drain_ms);
+  for (const auto& w : r.warnings) o += fmt::format("warning: {}\n", w);
+  return o;
+}
+
+nlohmann::json summary_json(const SessionReport& r) {
+  using nlohmann::json;
+  json j;
+  j["schema"] = "steptrace.summary/1";
+  j["window"] = {{"start_ns", r.window_start_ns}, {"end_ns", r.window_end_ns}, {"wall_s", r.wall_s}};
+  j["records"] = r.records;
+  j["incomplete"] = r.incomplete();
+  j["job_exit_code"] = r.job_exit_code;
+  json kinds = json::object();
+  for (int k = 1; k < ST_EV_KIND_MAX; ++k)
+    kinds[std::string(kind_name(static_cast<uint32_t>(k)))] = {{"emitted", r.drops.emitted[k]},
+                                                               {"dropped", r.drops.dropped[k]}};
+  j["events"] = kinds;
+  j["decode"] = {{"unknown_kind", r.decode.unknown_kind}, {"bad_size", r.decode.bad_size}};
+  json threads = json::array();
+  for (const auto* t : sorted_threads(r)) {
+    json wakers = json::array();
+    for (const auto& [wtid, w] : t->wakers)
+      wakers.push_back({{"tid", wtid}, {"pid", w.waker_pid}, {"comm", w.waker_comm}, {"count", w.count},
+                        {"blocked_ns", w.blocked_ns}});
+    threads.push_back({{"pid", t->pid},
+                       {"tid", t->tid},
+                       {"comm", t->comm},
+                       {"running_ns", t->ns(ThreadState::running)},
+                       {"runnable_ns", t->ns(ThreadState::runnable)},
+                       {"sleeping_ns", t->ns(ThreadState::sleeping)},
+                       {"disk_wait_ns", t->ns(ThreadState::disk_wait)},
+                       {"preempted", t->preempted},
+                       {"yields", t->yields},
+                       {"exited", t->exited},
+                       {"wakers", wakers}});
+  }
+  j["threads"] = threads;
+  const auto& c = r.analysis.collectors;
+  json accel = json::array();
+  for (const auto& [cmd, s] : c.accel_by_cmd)
+    accel.push_back({{"cmd", cmd}, {"name", neuron_cmd_name(cmd)}, {"count", s.agg.count},
+                     {"total_ns", s.agg.total_ns}, {"max_ns", s.agg.max_ns}, {"bytes", s.agg.bytes},
+                     {"errors", s.errors}});
+  j["accel_ioctls"] = accel;
+  json block = json::array();
+  for (const auto& [k, a] : c.block)
+    block.push_back({{"dev", format_dev(k.dev)}, {"tid", k.tid}, {"op", k.write ? "write" : "read"},
+                     {"count", a.count}, {"bytes", a.bytes}, {"total_ns", a.total_ns}, {"max_ns", a.max_ns}});
+  j["block"] = block;
+  json socks = json::array();
+  for (const auto& [id, s] : c.socks)
+    socks.push_back({{"socket", format_tuple(s.tuple)}, {"pid", s.pid}, {"sent", s.send.bytes},
+                     {"received", s.recv.bytes}, {"recv_ns", s.recv.total_ns}, {"send_ns", s.send.total_ns},
+                     {"retransmits", s.retransmits}, {"state_changes", s.state_changes}});
+  j["tcp"] = socks;
+  json tiers = json::object();
+  for (const auto& t : r.tiers) tiers[t.collector] = t.tier;
+  j["attach_tiers"] = tiers;
+  j["tracer"] = {{"cpu_s", r.tracer_cpu_s}, {"ring_mib", r.ring_mib}, {"drain_ms", r.drain_ms}};
+  j["warnings"] = r.warnings;
+  return j;
+}
+
+}  // namespace steptrace

@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: Apache-2.0
+// The session summary as text (terminal) and JSON. Later stages (steps,
+// attribution, verdict) add their sections to the same report.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "session/analysis.h"
+
+namespace steptrace {
+
+std::string format_summary_text(const SessionReport& r);
+nlohmann::json summary_json(const SessionReport& r);
+
+}  // namespace steptrace

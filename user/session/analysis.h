@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+// Everything downstream of decode, fed in timestamp order. Live tracing and
+// replay of a capture drive the same Analysis, so both produce the same report.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "decode/decoder.h"
+#include "loader/tracer.h"
+#include "report/collector_stats.h"
+#include "timeline/thread_table.h"
+
+namespace steptrace {
+
+struct Analysis {
+  ThreadTable threads;
+  CollectorStats collectors;
+
+  void on_event(const Event& e) {
+    threads.on_event(e);
+    collectors.on_event(e);
+  }
+};
+
+// What a finished session knows: the analysis plus how the tracing went.
+struct SessionReport {
+  Analysis analysis;
+  DecodeStats decode;
+  DropStats drops;
+  std::vector<AttachTier> tiers;
+  std::vector<std::string> warnings;
+  uint64_t window_start_ns = 0, window_end_ns = 0;
+  uint64_t records = 0;
+  uint64_t late_records = 0;
+  double tracer_cpu_s = 0;
+  double wall_s = 0;
+  uint32_t ring_mib = 0, drain_ms = 0;
+  int job_exit_code = -1;  // run: the job's exit status
+  bool incomplete() const { return drops.total_dropped() > 0; }
+};
+
+}  // namespace steptrace

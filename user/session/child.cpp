@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "session/child.h"
+
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace steptrace {
+
+Result<GatedChild> GatedChild::spawn(const std::vector<std::string>& argv) {
+  if (argv.empty()) return make_error("no command to run");
+  int gate[2], err[2];
+  if (::pipe2(gate, O_CLOEXEC) != 0) return make_error(fmt::format("pipe: {}", std::strerror(errno)));
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    ::close(gate[0]);
+    ::close(gate[1]);
+    return make_error(fmt::format("pipe: {}", std::strerror(errno)));
+  }
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+
+  pid_t pid = ::fork();
+  if (pid < 0) return make_error(fmt::format("fork: {}", std::strerror(errno)));
+  if (pid == 0) {
+    ::close(gate[1]);
+    ::close(err[0]);
+    char c;
+    ssize_t n;
+    do {
+      n = ::read(gate[0], &c, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) _exit(127);  // the tracer gave up before releasing us
+    ::execvp(cargv[0], cargv.data());
+    int e = errno;
+    (void)!::write(err[1], &e, sizeof(e));
+    _exit(127);
+  }
+  ::close(gate[0]);
+  ::close(err[1]);
+  GatedChild c;
+  c.pid_ = pid;
+  c.gate_fd_ = gate[1];
+  c.err_fd_ = err[0];
+  return c;
+}
+
+GatedChild::GatedChild(GatedChild&& o) noexcept
+    : pid_(o.pid_), gate_fd_(o.gate_fd_), err_fd_(o.err_fd_), reaped_(o.reaped_) {
+  o.pid_ = -1;
+  o.gate_fd_ = o.err_fd_ = -1;
+}
+
+GatedChild::~GatedChild() {
+  if (gate_fd_ >= 0) ::close(gate_fd_);
+  if (err_fd_ >= 0) ::close(err_fd_);
+  if (pid_ > 0 && !reaped_) kill_and_reap();
+}
+
+Status GatedChild::release() {
+  char c = 1;
+  if (::write(gate_fd_, &c, 1) != 1) return make_error(fmt::format("cannot start the job: {}", std::strerror(errno)));
+  ::close(gate_fd_);
+  gate_fd_ = -1;
+  int e = 0;
+  ssize_t n;
+  do {
+    n = ::read(err_fd_, &e, sizeof(e));
+  } while (n < 0 && errno == EINTR);
+  ::close(err_fd_);
+  err_fd_ = -1;
+  if (n == sizeof(e)) return make_error(fmt::format("cannot run the command: {}", std::strerror(e)));
+  return Ok{};
+}
+
+bool GatedChild::reap(int* status) {
+  if (reaped_) return true;
+  int st = 0;
+  pid_t r = ::waitpid(pid_, &st, WNOHANG);
+  if (r != pid_) return false;
+  reaped_ = true;
+  if (status) *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return true;
+}
+
+void GatedChild::kill_and_reap() {
+  if (pid_ <= 0 || reaped_) return;
+  ::kill(pid_, SIGKILL);
+  int st;
+  ::waitpid(pid_, &st, 0);
+  reaped_ = true;
+}
+
+}  // namespace steptrace

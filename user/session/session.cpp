@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "session/session.h"
+
+#include <fmt/core.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "loader/preflight.h"
+#include "util/log.h"
+
+namespace steptrace {
+
+uint64_t monotonic_ns() {
+  struct timespec ts {};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+static double process_cpu_s() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+namespace {
+
+// Every tgid in a cgroup v2 subtree (cgroup.procs of each directory).
+std::vector<uint32_t> cgroup_tgids(const std::string& path) {
+  std::vector<uint32_t> out;
+  std::error_code ec;
+  auto add = [&](const std::filesystem::path& dir) {
+    if (auto s = read_small_file((dir / "cgroup.procs").string(), 16 << 20)) {
+      auto v = parse_pid_list(*s);
+      out.insert(out.end(), v.begin(), v.end());
+    }
+  };
+  add(path);
+  for (auto it = std::filesystem::recursive_directory_iterator(path, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_directory(ec)) add(it->path());
+  }
+  return out;
+}
+
+}  // namespace
+
+Session::~Session() = default;
+
+std::optional<pid_t> Session::job_pid() const {
+  if (child_) return child_->pid();
+  return std::nullopt;
+}
+
+Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot& root) {
+  std::unique_ptr<Session> s(new Session());
+  s->opts_ = o;
+  s->root_ = root;
+  s->features_ = probe_features(o.btf_path);
+
+  // Preflight: refuse early with the actionable reason.
+  auto lockdown = read_small_file("/sys/kernel/security/lockdown");
+  auto rows = run_preflight(s->features_, read_capabilities(root.proc()), parse_lockdown(lockdown.value_or("")));
+  for (const auto& r : rows) {
+    if (r.status == CheckStatus::fail)
+      return make_error(fmt::format("{}: {} ({})", r.name, r.detail, r.hint));
+  }
+
+  TracerSettings ts;
+  ts.subsystems = o.subsystems;
+  ts.follow_forks = o.follow_forks;
+  ts.ring_bytes = static_cast<uint64_t>(o.ring_mib) << 20;
+  ts.btf_path = o.btf_path;
+  ts.n_accel_devs = static_cast<uint32_t>(o.accel_devs.size());
+  ts.neuron_major = root.char_major("neuron").value_or(0);
+  if (ts.neuron_major) log::info("found Neuron devices: char major {}", ts.neuron_major);
+
+  std::vector<uint32_t> seed;
+  if (o.command == CommandKind::run) {
+    ts.filter_mode = ST_FILTER_TGID;
+  } else if (o.target.all) {
+    ts.filter_mode = ST_FILTER_ALL;
+  } else if (!o.target.cgroup_path.empty()) {
+    struct stat st {};
+    if (::stat(o.target.cgroup_path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return make_error(fmt::format("--cgroup {}: not a cgroup directory ({})", o.target.cgroup_path,
+                                    std::strerror(errno)));
+    ts.filter_mode = ST_FILTER_CGROUP;
+    ts.cgroup_id = st.st_ino;  // cgroup v2: the directory's inode number is the cgroup id
+    seed = cgroup_tgids(o.target.cgroup_path);
+  } else {
+    ts.filter_mode = ST_FILTER_TGID;
+    for (uint32_t pid : o.target.pids) {
+      if (!root.pid_exists(pid)) return make_error(fmt::format("no such process: {}", pid));
+      seed.push_back(pid);
+    }
+  }
+
+  // Validate --accel-dev before loading anything: a path that does not exist
+  // and cannot appear (its directory is missing) is a user error.
+  s->accel_resolved_.assign(o.accel_devs.size(), false);
+  for (const auto& p : o.accel_devs) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0) continue;
+    auto parent = std::filesystem::path(p).parent_path();
+    if (parent.empty()) parent = ".";
+    if (!std::filesystem::is_directory(parent))
+      return make_error(fmt::format("unknown --accel-dev {}: no such file or directory", p));
+  }
+
+  auto tracer = BpfTracer::create(ts, s->features_);
+  if (!tracer) return tracer.error();
+  s->tracer_ = std::move(*tracer);
+  s->report_.tiers = s->tracer_->tiers();
+  s->report_.ring_mib = o.ring_mib;
+  s->report_.drain_ms = o.drain_ms;
+
+  auto reader = RingReader::create(s->tracer_->ring_map_fd(),
+                                   [sp = s.get()](const void* d, size_t n) { sp->on_record(d, n); });
+  if (!reader) return reader.error();
+  s->reader_ = std::move(*reader);
+
+  if (auto st = s->resolve_accel_devs(true); !st) return st.error();
+
+  for (uint32_t pid : seed) {
+    if (auto st = s->tracer_->add_target(pid); !st) return st.error();
+    for (uint32_t tid : root.threads_of(pid))
+      if (auto c = root.thread_comm(pid, tid)) s->report_.analysis.threads.set_comm(pid, tid, *c);
+  }
+
+  s->start_mono_ns_ = monotonic_ns();
+  s->start_cpu_s_ = process_cpu_s();
+  if (o.command == CommandKind::run) {
+    auto child = GatedChild::spawn(o.argv);
+    if (!child) return child.error();
+    s->child_.emplace(std::move(*child));
+    if (auto st = s->tracer_->add_target(static_cast<uint32_t>(s->child_->pid())); !st) return st.error();
+    if (auto st = s->child_->release(); !st) return st.error();
+  }
+  return s;
+}
+
+Status Session::resolve_accel_devs(bool first_time) {
+  for (size_t i = 0; i < opts_.accel_devs.size(); ++i) {
+    if (accel_resolved_[i]) continue;
+    struct stat st {};
+    if (::stat(opts_.accel_devs[i].c_str(), &st) != 0) {
+      if (first_time) log::info("--accel-dev {} does not exist yet; watching for it", opts_.accel_devs[i]);
+      continue;
+    }
+    // Matched on the file's own node (s_dev, inode): a device node in devtmpfs
+    // and a simulated device file in a FUSE mount work the same way.
+    uint32_t dev = kernel_dev_from_user(st.st_dev);
+    if (auto s = tracer_->add_accel_dev(dev, st.st_ino, static_cast<uint32_t>(i)); !s) return s;
+    accel_resolved_[i] = true;
+    log::info("tracing accelerator device {} (dev {}, inode {})", opts_.accel_devs[i], format_dev(dev), st.st_ino);
+  }
+  return Ok{};
+}
+
+void Session::on_record(const void* data, size_t len) {
+  ++report_.records;
+  if (auto ev = decoder_.decode(data, len)) reorder_.push(*ev);
+}
+
+Status Session::poll() {
+  auto n = reader_->drain();
+  if (!n) return n.error();
+  reorder_.release([this](const Event& e) { report_.analysis.on_event(e); });
+  if (auto s = resolve_accel_devs(false); !s) return s;
+  return Ok{};
+}
+
+Status Session::run_loop(const std::atomic<bool>* stop) {
+  const uint64_t deadline =
+      opts_.duration_s > 0 ? start_mono_ns_ + static_cast<uint64_t>(opts_.duration_s * 1e9) : UINT64_MAX;
+  while (!(stop && stop->load())) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(opts_.drain_ms));
+    if (auto s = poll(); !s) return s;
+    if (child_ && child_->reap(&job_status_)) break;
+    if (monotonic_ns() >= deadline) break;
+  }
+  return Ok{};
+}
+
+Result<SessionReport> Session::finish() {
+  if (finished_) return make_error("session already finished");
+  finished_ = true;
+  if (auto s = poll(); !s) return s.error();
+  reorder_.flush([this](const Event& e) { report_.analysis.on_event(e); });
+  uint64_t end = monotonic_ns();
+  report_.window_start_ns = start_mono_ns_;
+  report_.window_end_ns = end;
+  report_.analysis.threads.finish(end);
+  // Threads seen without a comm event: name them from /proc while they live.
+  for (const auto& [tid, t] : report_.analysis.threads.threads())
+    if (t.comm.empty())
+      if (auto c = root_.thread_comm(t.pid, tid)) report_.analysis.threads.set_comm(t.pid, tid, *c);
+  report_.decode = decoder_.stats();
+  report_.late_records = reorder_.late();
+  auto drops = tracer_->read_stats();
+  if (!drops) return drops.error();
+  report_.drops = *drops;
+  report_.tracer_cpu_s = process_cpu_s() - start_cpu_s_;
+  report_.wall_s = static_cast<double>(end - start_mono_ns_) / 1e9;
+  for (size_t i = 0; i < accel_resolved_.size(); ++i)
+    if (!accel_resolved_[i])
+      report_.warnings.push_back(fmt::format("--accel-dev {} never appeared", opts_.accel_devs[i]));
+  if (child_) {
+    if (job_status_ < 0 && !child_->reap(&job_status_)) {
+      // Duration elapsed or interrupted: the job keeps running only in attach mode.
+      child_->kill_and_reap();
+      job_status_ = 128 + 9;
+    }
+    report_.job_exit_code = job_status_;
+  }
+  return std::move(report_);
+}
+
+}  // namespace steptrace

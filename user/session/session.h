@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: Apache-2.0
+// One tracing session: preflight, load/attach, targets, the drain loop and the
+// final report. `steptrace run` and `attach` are thin wrappers; the [root]
+// integration tests drive a Session directly.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capture/reorder.h"
+#include "capture/ring_reader.h"
+#include "cli/options.h"
+#include "loader/features.h"
+#include "loader/tracer.h"
+#include "session/analysis.h"
+#include "session/child.h"
+#include "util/sys_root.h"
+
+namespace steptrace {
+
+class Session {
+ public:
+  // Checks privileges/BTF, resolves targets and devices, loads and attaches.
+  // For `run`, the job is spawned held at a gate and released once traced.
+  static Result<std::unique_ptr<Session>> start(const Options& o, const SysRoot& root = SysRoot());
+  ~Session();
+
+  // One drain of the ring buffer through decode -> reorder -> analysis.
+  Status poll();
+  // Loop until the duration elapses, the job exits, or *stop becomes true.
+  Status run_loop(const std::atomic<bool>* stop);
+  // Final drain, counters, close the window.
+  Result<SessionReport> finish();
+
+  const KernelFeatures& features() const { return features_; }
+  std::optional<pid_t> job_pid() const;
+
+ private:
+  Session() = default;
+  Status resolve_accel_devs(bool first_time);
+  void on_record(const void* data, size_t len);
+
+  Options opts_;
+  SysRoot root_;
+  KernelFeatures features_;
+  std::unique_ptr<BpfTracer> tracer_;
+  std::unique_ptr<RingReader> reader_;
+  std::optional<GatedChild> child_;
+  Decoder decoder_;
+  Reorderer reorder_;
+  SessionReport report_;
+  std::vector<bool> accel_resolved_;
+  uint64_t start_mono_ns_ = 0;
+  double start_cpu_s_ = 0;
+  bool finished_ = false;
+  int job_status_ = -1;
+};
+
+uint64_t monotonic_ns();
+
+}  // namespace steptrace
