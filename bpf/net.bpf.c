@@ -43,8 +43,14 @@ static __always_inline void st_sk_tuple(struct sock *sk, struct st_sock_tuple *t
 
 	__builtin_memset(t, 0, sizeof(*t));
 	t->family = family;
-	t->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
-	t->dport = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	/*
+	 * skc_portpair = { __be16 skc_dport; __u16 skc_num; } read as one word
+	 * (little-endian hosts: dport in the low half). Reading skc_num through
+	 * the anonymous struct by itself came back 0 with clang 14.
+	 */
+	__u32 pp = BPF_CORE_READ(sk, __sk_common.skc_portpair);
+	t->dport = __builtin_bswap16((__u16)(pp & 0xffff));
+	t->sport = (__u16)(pp >> 16);
 	if (family == ST_AF_INET) {
 		__u32 s = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
 		__u32 d = BPF_CORE_READ(sk, __sk_common.skc_daddr);

@@ -43,6 +43,12 @@ std::string neuron_cmd_name(uint32_t cmd) {
   }
 }
 
+// A socket's tuple is incomplete before bind/connect and after close
+// (the local port is released in TCP_CLOSE): keep the first complete one.
+static void keep_tuple(SockStats& s, const st_sock_tuple& t) {
+  if (s.tuple.sport == 0 || s.tuple.dport == 0) s.tuple = t;
+}
+
 void CollectorStats::on_event(const Event& ev) {
   const auto& h = header_of(ev);
   if (first_ts == 0 || h.ts_ns < first_ts) first_ts = h.ts_ns;
@@ -62,16 +68,16 @@ void CollectorStats::on_event(const Event& ev) {
           block[BlockKey{e.dev, e.hdr.tid, (e.flags & ST_RQ_WRITE) != 0}].add(lat, e.bytes);
         } else if constexpr (std::is_same_v<T, st_net_xfer>) {
           auto& s = socks[e.sock_id];
-          s.tuple = e.tuple;
+          keep_tuple(s, e.tuple);
           s.pid = e.hdr.pid;
           (e.dir == ST_NET_SEND ? s.send : s.recv).add(e.dur_ns, static_cast<uint64_t>(e.bytes));
         } else if constexpr (std::is_same_v<T, st_tcp_retransmit>) {
           auto& s = socks[e.sock_id];
-          s.tuple = e.tuple;
+          keep_tuple(s, e.tuple);
           ++s.retransmits;
         } else if constexpr (std::is_same_v<T, st_tcp_state>) {
           auto& s = socks[e.sock_id];
-          s.tuple = e.tuple;
+          keep_tuple(s, e.tuple);
           if (s.pid == 0) s.pid = e.hdr.pid;
           ++s.state_changes;
         } else if constexpr (std::is_same_v<T, st_uprobe>) {

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: Apache-2.0
+// [root] Each collector against a real workload: load and attach the real
+// programs, drive the kernel path, assert on what the tracer reports.
+#include <arpa/inet.h>
+#include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "neuron_uapi.h"
+#include "support/workload.h"
+
+using namespace steptrace;
+using namespace steptrace::test;
+
+namespace {
+
+template <typename T>
+T* shared_mem() {
+  void* p = mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(p != MAP_FAILED);
+  return new (p) T{};
+}
+
+pid_t gettid_() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+}  // namespace
+
+TEST_CASE("sched: a sleeping thread woken by another records the waker and the blocked time", "[root][sched]") {
+  require_root();
+  struct Ids {
+    pid_t sleeper, waker;
+  };
+  auto* ids = shared_mem<Ids>();
+  constexpr int kRounds = 5;
+  Workload w([ids] {
+    int p[2];
+    if (pipe(p) != 0) return 1;
+    ids->sleeper = gettid_();
+    std::thread t([&] {
+      prctl(PR_SET_NAME, "st-waker");
+      ids->waker = gettid_();
+      for (int i = 0; i < kRounds; ++i) {
+        usleep(20'000);
+        char c = 1;
+        if (write(p[1], &c, 1) != 1) _exit(2);
+      }
+    });
+    for (int i = 0; i < kRounds; ++i) {
+      char c;
+      if (read(p[0], &c, 1) != 1) return 3;
+    }
+    t.join();
+    return 0;
+  });
+  auto r = trace_workload(w, attach_options(w.pid()));
+  const ThreadInfo* sleeper = r.analysis.threads.find(static_cast<uint32_t>(ids->sleeper));
+  REQUIRE(sleeper != nullptr);
+  auto it = sleeper->wakers.find(static_cast<uint32_t>(ids->waker));
+  REQUIRE(it != sleeper->wakers.end());
+  CHECK(it->second.count >= kRounds);
+  CHECK(it->second.waker_comm == "st-waker");
+  // Each round the sleeper waited ~20 ms for the waker.
+  CHECK(it->second.blocked_ns >= kRounds * 15'000'000ull);
+  CHECK(it->second.blocked_ns <= kRounds * 60'000'000ull);
+  CHECK(sleeper->ns(ThreadState::sleeping) >= kRounds * 15'000'000ull);
+  const ThreadInfo* waker = r.analysis.threads.find(static_cast<uint32_t>(ids->waker));
+  REQUIRE(waker != nullptr);
+  CHECK(waker->comm == "st-waker");
+  CHECK(r.drops.total_dropped() == 0);
+}
+
+TEST_CASE("sched: sched_yield calls are counted for a polling thread", "[root][sched]") {
+  require_root();
+  Workload w([] {
+    // Keep another runnable thread around so yields really switch.
+    std::atomic<bool> stop{false};
+    std::thread spinner([&] {
+      while (!stop.load()) {
+      }
+    });
+    for (int i = 0; i < 2000; ++i) sched_yield();
+    stop = true;
+    spinner.join();
+    return 0;
+  });
+  auto r = trace_workload(w, attach_options(w.pid()));
+  const ThreadInfo* main = r.analysis.threads.find(static_cast<uint32_t>(w.pid()));
+  REQUIRE(main != nullptr);
+  CHECK(main->yields == 2000);
+}
+
+TEST_CASE("block: O_DIRECT reads are recorded with latency, bytes and the reading tid", "[root][block]") {
+  require_root();
+  std::string path = disk_tmpdir() + "/steptrace-odirect-" + std::to_string(getpid());
+  constexpr size_t kChunk = 64 << 10, kChunks = 32;
+  {
+    int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    REQUIRE(fd >= 0);
+    std::vector<char> buf(kChunk, 'x');
+    for (size_t i = 0; i < kChunks; ++i) REQUIRE(write(fd, buf.data(), kChunk) == (ssize_t)kChunk);
+    REQUIRE(fsync(fd) == 0);
+    close(fd);
+  }
+  Workload w([&] {
+    int fd = open(path.c_str(), O_RDONLY | O_DIRECT);
+    if (fd < 0) return 1;
+    void* buf = nullptr;
+    if (posix_memalign(&buf, 4096, kChunk) != 0) return 2;
+    for (size_t i = 0; i < kChunks; ++i)
+      if (pread(fd, buf, kChunk, static_cast<off_t>(i * kChunk)) != (ssize_t)kChunk) return 3;
+    close(fd);
+    return 0;
+  });
+  auto r = trace_workload(w, attach_options(w.pid()));
+  unlink(path.c_str());
+  uint64_t bytes = 0, count = 0, total_ns = 0;
+  for (const auto& [k, a] : r.analysis.collectors.block) {
+    if (k.tid == static_cast<uint32_t>(w.pid()) && !k.write) {
+      bytes += a.bytes;
+      count += a.count;
+      total_ns += a.total_ns;
+    }
+  }
+  CHECK(bytes == kChunk * kChunks);
+  CHECK(count >= kChunks);
+  CHECK(total_ns > 0);
+  // Latency is plausible for a real device: above 1 us and below 1 s per request.
+  CHECK(total_ns / count > 1'000);
+  CHECK(total_ns / count < 1'000'000'000ull);
+}
+
+TEST_CASE("net: a loopback TCP transfer is recorded both ways with its 4-tuple", "[root][net]") {
+  require_root();
+  constexpr size_t kUp = 1 << 20, kDown = 256 << 10;
+  struct Shared {
+    uint16_t port;
+  };
+  auto* sh = shared_mem<Shared>();
+  Workload w([sh] {
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(ls, (sockaddr*)&a, sizeof(a)) != 0 || listen(ls, 1) != 0) return 1;
+    socklen_t al = sizeof(a);
+    getsockname(ls, (sockaddr*)&a, &al);
+    sh->port = ntohs(a.sin_port);
+    std::thread server([&] {
+      int c = accept(ls, nullptr, nullptr);
+      std::vector<char> buf(64 << 10);
+      size_t got = 0;
+      while (got < kUp) {
+        ssize_t n = recv(c, buf.data(), buf.size(), 0);
+        if (n <= 0) _exit(4);
+        got += static_cast<size_t>(n);
+      }
+      std::vector<char> out(kDown, 'd');
+      if (send(c, out.data(), out.size(), 0) != (ssize_t)kDown) _exit(5);
+      close(c);
+    });
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(s, (sockaddr*)&a, sizeof(a)) != 0) return 2;
+    std::vector<char> out(kUp, 'u');
+    size_t sent = 0;
+    while (sent < kUp) {
+      ssize_t n = send(s, out.data() + sent, kUp - sent, 0);
+      if (n <= 0) return 3;
+      sent += static_cast<size_t>(n);
+    }
+    std::vector<char> in(64 << 10);
+    size_t got = 0;
+    while (got < kDown) {
+      ssize_t n = recv(s, in.data(), in.size(), 0);
+      if (n <= 0) return 6;
+      got += static_cast<size_t>(n);
+    }
+    server.join();
+    close(s);
+    close(ls);
+    return 0;
+  });
+  auto r = trace_workload(w, attach_options(w.pid()));
+  uint64_t client_sent = 0, client_recv = 0, server_sent = 0, server_recv = 0;
+  bool saw_loopback = false;
+  for (const auto& [id, s] : r.analysis.collectors.socks) {
+    if (s.tuple.dport == sh->port) {  // client side
+      client_sent += s.send.bytes;
+      client_recv += s.recv.bytes;
+    } else if (s.tuple.sport == sh->port) {  // accepted side
+      server_sent += s.send.bytes;
+      server_recv += s.recv.bytes;
+    }
+    if (format_tuple(s.tuple).find("127.0.0.1") != std::string::npos) saw_loopback = true;
+  }
+  CHECK(saw_loopback);
+  CHECK(client_sent == kUp);
+  CHECK(server_recv == kUp);
+  CHECK(server_sent == kDown);
+  CHECK(client_recv == kDown);
+}
+
+TEST_CASE("accel: ioctls on an --accel-dev file are recorded with cmd, bytes and result; others are not",
+          "[root][accel]") {
+  require_root();
+  std::string dev = disk_tmpdir() + "/steptrace-fakedev-" + std::to_string(getpid());
+  std::string other = dev + "-other";
+  for (const auto& p : {dev, other}) {
+    int fd = open(p.c_str(), O_CREAT | O_TRUNC | O_RDWR, 0600);
+    REQUIRE(fd >= 0);
+    close(fd);
+  }
+  Workload w([&] {
+    int fd = open(dev.c_str(), O_RDWR);
+    int ofd = open(other.c_str(), O_RDWR);
+    if (fd < 0 || ofd < 0) return 1;
+    neuron_arg_mem_buf_copy64 copy{};
+    copy.size = 12345;
+    copy.copy_to_mem_handle = 1;
+    ioctl(fd, NEURON_CMD_MEM_BUF_COPY64, &copy);  // a regular file answers ENOTTY: still traced
+    neuron_arg_dma_queue_copy_start kick{};
+    for (int i = 0; i < 3; ++i) ioctl(fd, NEURON_CMD_DMA_QUEUE_COPY_START, &kick);
+    neuron_arg_dma_copy_descriptors64 desc{};
+    desc.num_descs = 10;
+    ioctl(fd, NEURON_CMD_DMA_COPY_DESCRIPTORS64, &desc);
+    for (int i = 0; i < 5; ++i) ioctl(ofd, NEURON_CMD_MEM_BUF_COPY64, &copy);  // not an accel device
+    struct termios t;
+    ioctl(fd, TCGETS, &t);  // not a Neuron command
+    close(fd);
+    close(ofd);
+    return 0;
+  });
+  auto o = attach_options(w.pid());
+  o.accel_devs = {dev};
+  auto r = trace_workload(w, o);
+  unlink(dev.c_str());
+  unlink(other.c_str());
+  const auto& by = r.analysis.collectors.accel_by_cmd;
+  REQUIRE(by.count(NEURON_CMD_MEM_BUF_COPY64) == 1);
+  CHECK(by.at(NEURON_CMD_MEM_BUF_COPY64).agg.count == 1);
+  CHECK(by.at(NEURON_CMD_MEM_BUF_COPY64).agg.bytes == 12345);
+  CHECK(by.at(NEURON_CMD_MEM_BUF_COPY64).errors == 1);
+  REQUIRE(by.count(NEURON_CMD_DMA_QUEUE_COPY_START) == 1);
+  CHECK(by.at(NEURON_CMD_DMA_QUEUE_COPY_START).agg.count == 3);
+  REQUIRE(by.count(NEURON_CMD_DMA_COPY_DESCRIPTORS64) == 1);
+  CHECK(by.at(NEURON_CMD_DMA_COPY_DESCRIPTORS64).agg.bytes == 10 * NEURON_DMA_DESC_BYTES);
+  CHECK(by.count(TCGETS) == 0);
+  CHECK(by.size() == 3);
+}

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "cli/options.h"
+#include "steptrace_abi.h"
+
+using namespace steptrace;
+
+namespace {
+Result<Options> parse(std::vector<const char*> args, int* code) {
+  args.insert(args.begin(), "steptrace");
+  return parse_options(static_cast<int>(args.size()), args.data(), code);
+}
+}  // namespace
+
+TEST_CASE("options: run takes the job after --", "[cli]") {
+  int code = -1;
+  auto o = parse({"run", "-d", "2.5", "--accel-dev", "/dev/neuron0", "--", "python", "-c", "x"}, &code);
+  REQUIRE(o.ok());
+  CHECK(code == 0);
+  CHECK(o->command == CommandKind::run);
+  CHECK(o->argv == std::vector<std::string>{"python", "-c", "x"});
+  CHECK(o->duration_s == 2.5);
+  CHECK(o->accel_devs == std::vector<std::string>{"/dev/neuron0"});
+  CHECK(o->subsystems == (ST_SUB_SCHED | ST_SUB_BLOCK | ST_SUB_NET | ST_SUB_ACCEL | ST_SUB_UPROBE));
+}
+
+TEST_CASE("options: run without -- keeps the job's own flags", "[cli]") {
+  int code = -1;
+  auto o = parse({"run", "ls", "-l", "/"}, &code);
+  REQUIRE(o.ok());
+  CHECK(o->argv == std::vector<std::string>{"ls", "-l", "/"});
+}
+
+TEST_CASE("options: attach needs exactly one target", "[cli]") {
+  int code = -1;
+  CHECK_FALSE(parse({"attach"}, &code).ok());
+  CHECK(code != 0);
+  CHECK_FALSE(parse({"attach", "-p", "1", "--all"}, &code).ok());
+  auto o = parse({"attach", "-p", "10,20", "--collectors", "sched,accel"}, &code);
+  REQUIRE(o.ok());
+  CHECK(o->target.pids == std::vector<uint32_t>{10, 20});
+  CHECK(o->subsystems == (ST_SUB_SCHED | ST_SUB_ACCEL));
+  auto all = parse({"attach", "--all", "-d", "1"}, &code);
+  REQUIRE(all.ok());
+  CHECK(all->target.all);
+}
+
+TEST_CASE("options: invalid values are rejected with the reason", "[cli]") {
+  int code = -1;
+  auto r = parse({"attach", "-p", "0"}, &code);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("invalid pid '0'") != std::string::npos);
+  r = parse({"run", "--ring-mib", "3", "--", "true"}, &code);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("power of two") != std::string::npos);
+  r = parse({"run", "-d", "-1", "--", "true"}, &code);
+  CHECK_FALSE(r.ok());
+  r = parse({"attach", "-p", "1", "stray"}, &code);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("stray") != std::string::npos);
+}
+
+TEST_CASE("options: pid and collector lists", "[cli]") {
+  CHECK(parse_pid_csv("1,2,3").value() == std::vector<uint32_t>{1, 2, 3});
+  CHECK_FALSE(parse_pid_csv("").ok());
+  CHECK_FALSE(parse_pid_csv("1,,2").ok());
+  CHECK_FALSE(parse_pid_csv("1,").ok());
+  CHECK_FALSE(parse_pid_csv("-5").ok());
+  CHECK_FALSE(parse_pid_csv("99999999999999").ok());
+  CHECK(parse_subsystems("block").value() == ST_SUB_BLOCK);
+  CHECK_FALSE(parse_subsystems("").ok());
+  CHECK_FALSE(parse_subsystems("sched,nope").ok());
+}

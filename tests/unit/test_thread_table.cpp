@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "timeline/thread_table.h"
+
+using namespace steptrace;
+
+namespace {
+constexpr uint32_t kPid = 100;
+
+Event sw(uint64_t ts, uint32_t prev, uint32_t next, uint32_t prev_state, bool preempt, uint32_t yields = 0) {
+  st_sched_switch e{};
+  e.hdr.size = sizeof(e);
+  e.hdr.kind = ST_EV_SCHED_SWITCH;
+  e.hdr.ts_ns = ts;
+  e.hdr.pid = prev ? kPid : 0;
+  e.hdr.tid = prev;
+  e.next_pid = next ? kPid : 0;
+  e.next_tid = next;
+  e.prev_state = prev_state;
+  e.flags = (preempt ? ST_SWITCH_PREEMPT : 0) | (prev ? ST_SWITCH_PREV_TARGET : 0) |
+            (next ? ST_SWITCH_NEXT_TARGET : 0);
+  e.prev_yields = yields;
+  return Event{e};
+}
+
+Event wake(uint64_t ts, uint32_t wakee, uint32_t waker, const char* comm) {
+  st_sched_wakeup e{};
+  e.hdr.size = sizeof(e);
+  e.hdr.kind = ST_EV_SCHED_WAKEUP;
+  e.hdr.ts_ns = ts;
+  e.hdr.pid = kPid;
+  e.hdr.tid = wakee;
+  e.waker_pid = kPid;
+  e.waker_tid = waker;
+  std::strncpy(e.waker_comm, comm, sizeof(e.waker_comm) - 1);
+  return Event{e};
+}
+}  // namespace
+
+TEST_CASE("thread table: on-CPU, sleeping, runnable and preempted time add up", "[timeline]") {
+  ThreadTable t;
+  t.on_event(sw(1000, 0, 1, 0, false));       // tid 1 runs at 1000
+  t.on_event(sw(3000, 1, 0, 1, false));       // sleeps (S) at 3000
+  t.on_event(wake(8000, 1, 2, "loader"));     // woken by tid 2 at 8000
+  t.on_event(sw(8500, 0, 1, 0, false));       // runs at 8500
+  t.on_event(sw(9000, 1, 0, 0, true, 7));     // preempted at 9000, 7 yields in that slice
+  t.on_event(sw(9400, 0, 1, 0, false));       // runs again
+  t.on_event(sw(9600, 1, 0, 2, false));       // D state (disk)
+  t.finish(10000);
+  const ThreadInfo* i = t.find(1);
+  REQUIRE(i != nullptr);
+  CHECK(i->ns(ThreadState::running) == 2000 + 500 + 200);
+  CHECK(i->ns(ThreadState::sleeping) == 5000);
+  CHECK(i->ns(ThreadState::runnable) == 500 + 400);
+  CHECK(i->ns(ThreadState::disk_wait) == 400);
+  CHECK(i->preempted == 1);
+  CHECK(i->yields == 7);
+  CHECK(i->switches_in == 3);
+  REQUIRE(i->wakers.count(2) == 1);
+  CHECK(i->wakers.at(2).count == 1);
+  CHECK(i->wakers.at(2).blocked_ns == 5000);
+  CHECK(i->wakers.at(2).waker_comm == "loader");
+}
+
+TEST_CASE("thread table: exit closes the thread; time before the first event is not invented", "[timeline]") {
+  ThreadTable t;
+  t.on_event(sw(5000, 3, 0, 1, false));  // first seen leaving the CPU: nothing before 5000 counted
+  st_task_exit x{};
+  x.hdr.size = sizeof(x);
+  x.hdr.kind = ST_EV_TASK_EXIT;
+  x.hdr.ts_ns = 6000;
+  x.hdr.pid = kPid;
+  x.hdr.tid = 3;
+  std::strcpy(x.comm, "worker");
+  t.on_event(Event{x});
+  t.finish(9000);
+  const ThreadInfo* i = t.find(3);
+  REQUIRE(i != nullptr);
+  CHECK(i->exited);
+  CHECK(i->ns(ThreadState::running) == 0);
+  CHECK(i->ns(ThreadState::sleeping) == 1000);
+}
