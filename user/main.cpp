@@ -40,6 +40,32 @@ int cmd_check(const Options& o) {
   return ok ? 0 : 1;
 }
 
+int print_report(const Options& o, const SessionReport& report) {
+  if (o.json_path == "-") {
+    fmt::print("{}\n", summary_json(report).dump(2));
+    return 0;
+  }
+  std::fputs(format_summary_text(report).c_str(), stdout);
+  if (!o.json_path.empty()) {
+    std::ofstream out(o.json_path, std::ios::trunc);
+    if (!out) {
+      log::error("cannot write {}", o.json_path);
+      return 1;
+    }
+    out << summary_json(report).dump(2) << "\n";
+  }
+  return 0;
+}
+
+int cmd_report(const Options& o) {
+  auto r = replay_capture(o.capture_path);
+  if (!r) {
+    log::error("{}", r.error().message);
+    return 1;
+  }
+  return print_report(o, *r);
+}
+
 int cmd_trace(const Options& o) {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -60,21 +86,9 @@ int cmd_trace(const Options& o) {
     log::error("{}", report.error().message);
     return 1;
   }
-  if (o.json_path == "-") {
-    fmt::print("{}\n", summary_json(*report).dump(2));
-  } else {
-    std::fputs(format_summary_text(*report).c_str(), stdout);
-    if (!o.json_path.empty()) {
-      std::ofstream out(o.json_path, std::ios::trunc);
-      if (!out) {
-        log::error("cannot write {}", o.json_path);
-        return 1;
-      }
-      out << summary_json(*report).dump(2) << "\n";
-    }
-  }
+  if (print_report(o, *report) != 0) return 1;
   if (!st) return 1;
-  if (o.command == CommandKind::run && report->job_exit_code > 0) return report->job_exit_code;
+  if (!o.argv.empty() && report->job_exit_code > 0) return report->job_exit_code;
   return 0;
 }
 
@@ -93,7 +107,9 @@ int main(int argc, char** argv) {
   libbpf_set_print(libbpf_print);
   switch (opts->command) {
     case CommandKind::check: return cmd_check(*opts);
+    case CommandKind::report: return cmd_report(*opts);
     case CommandKind::run:
+    case CommandKind::record:
     case CommandKind::attach: return cmd_trace(*opts);
   }
   return 2;

@@ -87,6 +87,20 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   attach->add_option("--cgroup", o.target.cgroup_path, "cgroup v2 directory");
   attach->add_flag("--all", o.target.all, "Every process on the host");
 
+  auto* record = app.add_subcommand(
+      "record", "Record raw events to a capture file: record -o FILE [-p PID|--cgroup P|--all|-- CMD...]");
+  add_trace_flags(record, o, collectors, accel);
+  record->add_option("-o,--output", o.record_path, "Capture file to write (mode 0600)")->required();
+  record->add_option("-p,--pid", pid_csv, "PID[,PID...] (children are followed)");
+  record->add_option("--cgroup", o.target.cgroup_path, "cgroup v2 directory");
+  record->add_flag("--all", o.target.all, "Every process on the host");
+  record->prefix_command(true);
+  record->allow_extras(true);
+
+  auto* report = app.add_subcommand("report", "Analyse a capture file (no root needed)");
+  report->add_option("file", o.capture_path, "Capture written by steptrace record")->required();
+  report->add_option("--json", o.json_path, "Write the report as JSON to FILE (- for stdout)");
+
   auto* check = app.add_subcommand("check", "Preflight: can tracing work here? (non-zero exit if not)");
   check->add_option("--btf", o.btf_path, "Kernel BTF file when /sys/kernel/btf/vmlinux is missing");
 
@@ -111,6 +125,20 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
     if (o.argv.empty()) o.argv = app.remaining();
     if (!o.argv.empty() && o.argv.front() == "--") o.argv.erase(o.argv.begin());
     if (o.argv.empty()) return make_error("run: missing command (steptrace run [opts] -- CMD ARGS...)");
+  } else if (record->parsed()) {
+    o.command = CommandKind::record;
+    o.argv = record->remaining();
+    if (o.argv.empty()) o.argv = app.remaining();
+    if (!o.argv.empty() && o.argv.front() == "--") o.argv.erase(o.argv.begin());
+    int n = (!pid_csv.empty()) + (!o.target.cgroup_path.empty()) + (o.target.all ? 1 : 0) + (!o.argv.empty());
+    if (n != 1) return make_error("record: give exactly one of -p PID[,PID], --cgroup PATH, --all or -- CMD...");
+    if (!pid_csv.empty()) {
+      auto pids = parse_pid_csv(pid_csv);
+      if (!pids) return pids.error();
+      o.target.pids = *pids;
+    }
+  } else if (report->parsed()) {
+    o.command = CommandKind::report;
   } else if (!app.remaining().empty()) {
     return make_error(fmt::format("unexpected argument '{}'", app.remaining().front()));
   } else if (attach->parsed()) {
@@ -125,7 +153,7 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   } else {
     o.command = CommandKind::check;
   }
-  if (o.command != CommandKind::check) {
+  if (o.command != CommandKind::check && o.command != CommandKind::report) {
     if ((o.ring_mib & (o.ring_mib - 1)) != 0)
       return make_error(fmt::format("--ring-mib {} is not a power of two", o.ring_mib));
     auto subs = parse_subsystems(collectors);

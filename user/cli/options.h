@@ -11,7 +11,7 @@
 
 namespace steptrace {
 
-enum class CommandKind { run, attach, check };
+enum class CommandKind { run, attach, check, record, report };
 
 struct TargetSpec {
   std::vector<uint32_t> pids;  // attach -p
@@ -31,6 +31,8 @@ struct Options {
   bool follow_forks = true;
   std::string btf_path;                  // --btf FILE when /sys/kernel/btf/vmlinux is missing
   std::string json_path;                 // --json FILE|-
+  std::string record_path;               // record -o FILE: raw events to a capture file
+  std::string capture_path;              // report FILE
   int verbose = 0;
 };
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "loader/preflight.h"
+#include "steptrace_abi.h"
 #include "util/log.h"
 
 namespace steptrace {
@@ -83,7 +84,8 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   if (ts.neuron_major) log::info("found Neuron devices: char major {}", ts.neuron_major);
 
   std::vector<uint32_t> seed;
-  if (o.command == CommandKind::run) {
+  const bool launch = !o.argv.empty();  // run, or record -- CMD
+  if (launch) {
     ts.filter_mode = ST_FILTER_TGID;
   } else if (o.target.all) {
     ts.filter_mode = ST_FILTER_ALL;
@@ -137,7 +139,12 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
 
   s->start_mono_ns_ = monotonic_ns();
   s->start_cpu_s_ = process_cpu_s();
-  if (o.command == CommandKind::run) {
+  if (!o.record_path.empty()) {
+    auto w = CaptureWriter::create(o.record_path, s->capture_meta());
+    if (!w) return w.error();
+    s->writer_ = std::move(*w);
+  }
+  if (launch) {
     auto child = GatedChild::spawn(o.argv);
     if (!child) return child.error();
     s->child_.emplace(std::move(*child));
@@ -165,8 +172,37 @@ Status Session::resolve_accel_devs(bool first_time) {
   return Ok{};
 }
 
+nlohmann::json Session::capture_meta() const {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  struct timespec rt {};
+  clock_gettime(CLOCK_REALTIME, &rt);
+  uint64_t real_ns = static_cast<uint64_t>(rt.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(rt.tv_nsec);
+  nlohmann::json tiers = nlohmann::json::object();
+  for (const auto& t : report_.tiers) tiers[t.collector] = t.tier;
+  return {{"host", host},
+          {"kernel", features_.release},
+          {"abi_version", ST_ABI_VERSION},
+          {"argv", opts_.argv},
+          {"pids", opts_.target.pids},
+          {"accel_devs", opts_.accel_devs},
+          {"subsystems", opts_.subsystems},
+          {"ring_mib", opts_.ring_mib},
+          {"drain_ms", opts_.drain_ms},
+          {"attach_tiers", tiers},
+          // Wall time = monotonic + this offset (BPF timestamps are CLOCK_MONOTONIC).
+          {"realtime_minus_monotonic_ns", static_cast<int64_t>(real_ns - monotonic_ns())},
+          {"window_start_ns", monotonic_ns()}};
+}
+
 void Session::on_record(const void* data, size_t len) {
   ++report_.records;
+  if (writer_ && !write_failed_) {
+    if (auto st = writer_->append(data, len); !st) {
+      write_failed_ = true;
+      report_.warnings.push_back(st.error().message);
+    }
+  }
   if (auto ev = decoder_.decode(data, len)) reorder_.push(*ev);
 }
 
@@ -208,6 +244,9 @@ Result<SessionReport> Session::finish() {
   auto drops = tracer_->read_stats();
   if (!drops) return drops.error();
   report_.drops = *drops;
+  if (writer_) {
+    if (auto st = writer_->close(report_.drops, report_.records, end); !st) return st.error();
+  }
   report_.tracer_cpu_s = process_cpu_s() - start_cpu_s_;
   report_.wall_s = static_cast<double>(end - start_mono_ns_) / 1e9;
   for (size_t i = 0; i < accel_resolved_.size(); ++i)

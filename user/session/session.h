@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/capture_file.h"
 #include "capture/reorder.h"
 #include "capture/ring_reader.h"
 #include "cli/options.h"
@@ -42,6 +43,7 @@ class Session {
   Session() = default;
   Status resolve_accel_devs(bool first_time);
   void on_record(const void* data, size_t len);
+  nlohmann::json capture_meta() const;
 
   Options opts_;
   SysRoot root_;
@@ -49,6 +51,8 @@ class Session {
   std::unique_ptr<BpfTracer> tracer_;
   std::unique_ptr<RingReader> reader_;
   std::optional<GatedChild> child_;
+  std::unique_ptr<CaptureWriter> writer_;
+  bool write_failed_ = false;
   Decoder decoder_;
   Reorderer reorder_;
   SessionReport report_;
@@ -60,5 +64,8 @@ class Session {
 };
 
 uint64_t monotonic_ns();
+
+// `steptrace report FILE`: the same decode -> reorder -> analysis over a capture.
+Result<SessionReport> replay_capture(const std::string& path);
 
 }  // namespace steptrace

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs steptrace on its built-in demo: the trainsim
+# training-host simulator (fake Neuron device and runtime, data loaders,
+# ranks and collectives), and prints the report.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+"$top/tools/setup-deps.sh"
+"$top/tools/build.sh" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+build=${BUILD_DIR:-$top/build}
+scenario=${1:-straggler}
+dev_dir=$(mktemp -d /tmp/steptrace-demo.XXXXXX)
+trap 'rmdir "$dev_dir" 2>/dev/null || true' EXIT
+"$build/user/steptrace" run --accel-dev "$dev_dir/neuron0" -- \
+  "$build/tools/trainsim/trainsim" --scenario "$scenario" --dev-dir "$dev_dir"

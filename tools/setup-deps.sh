@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what steptrace needs to build and test on Debian 12 / Ubuntu 24.04,
+# and mounts the kernel filesystems tracing uses. Idempotent; run as root.
+set -euo pipefail
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup-deps: run as root (apt-get and mounts)" >&2
+  exit 1
+fi
+pkgs=(build-essential cmake ninja-build pkg-config clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
+      catch2 nlohmann-json3-dev libcli11-dev libfmt-dev libfuse3-dev fuse3 python3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# tracefs (classic tracepoints) and bpffs: mount them if the host did not.
+if [ ! -d /sys/kernel/tracing/events ]; then
+  mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || echo "setup-deps: could not mount tracefs" >&2
+fi
+mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true
