@@ -54,6 +54,11 @@ void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::ve
   app->add_option("--ring-mib", o.ring_mib, "Ring buffer size in MiB (power of two)")->check(CLI::Range(1, 1024));
   app->add_option("--drain-ms", o.drain_ms, "Ring buffer drain interval in ms")->check(CLI::Range(1, 1000));
   app->add_option("--collectors", collectors, "Comma list: sched,block,net,accel,uprobe,all");
+  app->add_option("--runtime-lib", o.runtime_libs,
+                  "Neuron runtime library (libnrt.so) or step-marker library to probe; found automatically in the "
+                  "traced processes' memory maps otherwise");
+  app->add_flag("--no-discover", [&o](int64_t) { o.discover_libs = false; },
+                "Do not scan traced processes for the runtime library");
   app->add_flag("--no-follow", [&o](int64_t) { o.follow_forks = false; }, "Do not follow forked children");
   app->add_option("--btf", o.btf_path, "Kernel BTF file when /sys/kernel/btf/vmlinux is missing");
   app->add_option("--json", o.json_path, "Write the summary as JSON to FILE (- for stdout)");

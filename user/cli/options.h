@@ -29,6 +29,8 @@ struct Options {
   uint32_t drain_ms = 10;                // timer drain interval (no per-record wakeups)
   uint32_t subsystems = 0;               // st_subsystem bits
   bool follow_forks = true;
+  std::vector<std::string> runtime_libs; // --runtime-lib PATH: libnrt (or marker) to probe up front
+  bool discover_libs = true;             // scan traced processes' maps for libnrt / the step marker
   std::string btf_path;                  // --btf FILE when /sys/kernel/btf/vmlinux is missing
   std::string json_path;                 // --json FILE|-
   std::string record_path;               // record -o FILE: raw events to a capture file

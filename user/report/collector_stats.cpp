@@ -4,7 +4,7 @@
 #include <arpa/inet.h>
 #include <fmt/core.h>
 
-#include "neuron_uapi.h"
+#include "decode/neuron_cmd.h"
 
 namespace steptrace {
 
@@ -22,25 +22,6 @@ std::string format_tuple(const st_sock_tuple& t) {
   inet_ntop(AF_INET6, t.saddr, s, sizeof(s));
   inet_ntop(AF_INET6, t.daddr, d, sizeof(d));
   return fmt::format("[{}]:{}->[{}]:{}", s, t.sport, d, t.dport);
-}
-
-std::string neuron_cmd_name(uint32_t cmd) {
-  switch (cmd) {
-#define C(x) \
-  case NEURON_CMD_##x: return #x;
-    C(DEVICE_INFO) C(MEM_ALLOC) C(MEM_FREE) C(MEM_COPY) C(MEM_COPY64) C(MEM_COPY64_V2) C(MEM_BUF_COPY)
-    C(MEM_BUF_COPY64) C(PROGRAM_ENGINE) C(MEMSET) C(MEMSET64) C(MEM_GET_EXTENDED_INFO) C(DMA_ENG_SET_STATE)
-    C(DMA_QUEUE_INIT) C(DMA_QUEUE_RELEASE) C(DMA_QUEUE_COPY_START) C(DMA_ACK_COMPLETED) C(DMA_COPY_DESCRIPTORS)
-    C(DMA_COPY_DESCRIPTORS64) C(SEMAPHORE_INCREMENT) C(SEMAPHORE_DECREMENT) C(SEMAPHORE_READ) C(SEMAPHORE_WRITE)
-    C(EVENT_SET) C(EVENT_GET) C(NOTIFICATIONS_INIT_V2) C(ACQUIRE_NEURON_DS) C(RELEASE_NEURON_DS)
-    C(CRWL_READER_ENTER) C(CRWL_READER_EXIT) C(CRWL_WRITER_ENTER) C(CRWL_WRITER_DOWNGRADE) C(CRWL_NC_RANGE_MARK)
-    C(CRWL_NC_RANGE_UNMARK) C(CINIT_SET_STATE) C(MEM_ALLOC_V2) C(MEM_ALLOC_V2MT) C(MEM_ALLOC_V2MT64) C(NC_RESET)
-    C(NC_RESET_READY) C(PROGRAM_ENGINE_NC) C(PROGRAM_ENGINE_NC64) C(DMABUF_FD) C(MEM_COPY_ASYNC)
-    C(MEM_COPY_ASYNC64) C(MEM_COPY_ASYNC_WAIT) C(DRIVER_INFO_GET) C(MEM_BUF_ZEROCOPY64) C(MEM_BUF_ZEROCOPY64_V2)
-    C(MEM_BUF_ZEROCOPY64_BATCHES) C(DMA_QUEUE_INIT_BATCH)
-#undef C
-    default: return fmt::format("0x{:08x}", cmd);
-  }
 }
 
 // A socket's tuple is incomplete before bind/connect and after close

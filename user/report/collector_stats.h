@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "decode/event.h"
+#include "decode/neuron_cmd.h"
 
 namespace steptrace {
 
@@ -57,7 +58,6 @@ struct CollectorStats {
 };
 
 std::string format_tuple(const st_sock_tuple& t);
-std::string neuron_cmd_name(uint32_t cmd);
 std::string format_dev(uint32_t kernel_dev);
 
 }  // namespace steptrace

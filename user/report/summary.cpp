@@ -20,11 +20,85 @@ std::vector<const ThreadInfo*> sorted_threads(const SessionReport& r) {
   return v;
 }
 
+
+double pct(double v, double of) { return of > 0 ? 100.0 * v / of : 0.0; }
+
+uint64_t percentile(std::vector<uint64_t> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+const char* short_name(size_t c) {
+  static const char* n[] = {"DEVICE", "DATA", "DMA", "COLL", "HOST", "CONTEND", "OTHER"};
+  return n[c];
+}
+
+std::string format_job_text(const JobAnalysis& job) {
+  std::string o;
+  const auto& v = job.verdict;
+  o += fmt::format("VERDICT: {}{}\n", v.headline, v.incomplete ? " [INCOMPLETE]" : "");
+  if (!job.ranks.empty()) {
+    o += fmt::format("  confidence {:.0f}%  ->  {}\n", 100 * v.confidence, v.recommendation);
+    o += "Evidence:\n";
+    for (const auto& e : v.evidence) o += fmt::format("  - {}\n", e);
+    o += "\nRanks (share of step, counted steps)\n";
+    o += fmt::format("{:>4} {:>7} {:>7} {:>5} {:>8}", "RANK", "PID", "MAIN", "STEPS", "MEAN ms");
+    for (size_t c = 0; c < kCategories; ++c) o += fmt::format(" {:>7}", short_name(c));
+    o += "\n";
+    for (const auto& r : job.ranks) {
+      int n = 0;
+      for (const auto& st : r.steps) n += st.index >= job.skipped_warmup_steps;
+      o += fmt::format("{:>4} {:>7} {:>7} {:>5} {:>8.1f}", r.rank, r.pid, r.main_tid, r.steps.size(),
+                       n ? static_cast<double>(r.counted_ns) / n / 1e6 : 0.0);
+      for (size_t c = 0; c < kCategories; ++c)
+        o += fmt::format(" {:>6.1f}%", pct(static_cast<double>(r.total[c]), static_cast<double>(r.counted_ns)));
+      if (r.rank == v.straggler_rank) o += "  <- straggler";
+      o += "\n";
+    }
+    const auto& r0 = job.ranks.front();
+    o += fmt::format("\nSteps of rank {} (ms; steps from {})\n", r0.rank, step_source_name(r0.source));
+    o += fmt::format("{:>5} {:>8}", "STEP", "DUR");
+    for (size_t c = 0; c < kCategories; ++c) o += fmt::format(" {:>7}", short_name(c));
+    o += "  GATING\n";
+    size_t shown = 0;
+    for (const auto& st : r0.steps) {
+      if (r0.steps.size() > 24 && shown >= 10 && shown + 10 < r0.steps.size()) {
+        if (shown == 10) o += fmt::format("{:>5}\n", "...");
+        ++shown;
+        continue;
+      }
+      ++shown;
+      o += fmt::format("{:>5} {:>8.2f}", st.index, static_cast<double>(st.duration()) / 1e6);
+      for (size_t c = 0; c < kCategories; ++c) o += fmt::format(" {:>7.2f}", static_cast<double>(st.ns[c]) / 1e6);
+      o += fmt::format("  {}\n", category_name(st.gating));
+    }
+    o += "\nPercentiles over all ranks' counted steps (ms)\n";
+    o += fmt::format("{:<16} {:>8} {:>8} {:>8} {:>8}\n", "CATEGORY", "p50", "p90", "p99", "max");
+    std::vector<uint64_t> durs;
+    std::array<std::vector<uint64_t>, kCategories> per;
+    for (const auto& r : job.ranks)
+      for (const auto& st : r.steps) {
+        if (st.index < job.skipped_warmup_steps) continue;
+        durs.push_back(st.duration());
+        for (size_t c = 0; c < kCategories; ++c) per[c].push_back(st.ns[c]);
+      }
+    auto row = [&](const std::string& name, const std::vector<uint64_t>& v) {
+      o += fmt::format("{:<16} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f}\n", name, percentile(v, 0.5) / 1e6,
+                       percentile(v, 0.9) / 1e6, percentile(v, 0.99) / 1e6, percentile(v, 1.0) / 1e6);
+    };
+    row("step", durs);
+    for (size_t c = 0; c < kCategories; ++c) row(std::string(kCategoryNames[c]), per[c]);
+  }
+  return o;
+}
+
 }  // namespace
 
 std::string format_summary_text(const SessionReport& r) {
-  std::string o;
-  o += fmt::format("steptrace: {:.2f} s traced, {} records, {} dropped{}\n", r.wall_s, r.records,
+  std::string o = format_job_text(r.job);
+  o += fmt::format("\nsteptrace: {:.2f} s traced, {} records, {} dropped{}\n", r.wall_s, r.records,
                    r.drops.total_dropped(), r.incomplete() ? " (INCOMPLETE: events were lost)" : "");
   o += "\nThreads (ms)\n";
   o += fmt::format("{:>7} {:>7} {:<16} {:>9} {:>9} {:>9} {:>9} {:>6} {:>7}  {}\n", "PID", "TID", "COMM", "ON-CPU",
@@ -83,6 +157,55 @@ std::string format_summary_text(const SessionReport& r) {
   return o;
 }
 
+nlohmann::json job_json(const JobAnalysis& job) {
+  using nlohmann::json;
+  auto cats = [](const CategoryNs& ns) {
+    json j = json::object();
+    for (size_t c = 0; c < kCategories; ++c) j[std::string(kCategoryNames[c])] = ns[c];
+    return j;
+  };
+  const auto& v = job.verdict;
+  json shares = json::object();
+  for (size_t c = 0; c < kCategories; ++c) shares[std::string(kCategoryNames[c])] = job.mean_share[c];
+  json verdict = {{"category", std::string(category_name(v.category))},
+                  {"headline", v.headline},
+                  {"confidence", v.confidence},
+                  {"evidence", v.evidence},
+                  {"recommendation", v.recommendation},
+                  {"incomplete", v.incomplete},
+                  {"straggler_rank", v.straggler_rank},
+                  {"straggler_late_ns", v.straggler_late_ns},
+                  {"straggler_cause", std::string(category_name(v.straggler_cause))}};
+  json ranks = json::array();
+  for (const auto& r : job.ranks) {
+    json steps = json::array();
+    for (const auto& st : r.steps)
+      steps.push_back({{"index", st.index},
+                       {"start_ns", st.start_ns},
+                       {"end_ns", st.end_ns},
+                       {"duration_ns", st.duration()},
+                       {"categories", cats(st.ns)},
+                       {"data_storage_ns", st.data_storage_ns},
+                       {"data_preprocess_ns", st.data_preprocess_ns},
+                       {"arrival_ns", st.arrival_ns},
+                       {"late_ns", st.late_ns},
+                       {"copy_bytes", st.copy_bytes},
+                       {"gating", std::string(category_name(st.gating))}});
+    ranks.push_back({{"rank", r.rank},
+                     {"pid", r.pid},
+                     {"main_tid", r.main_tid},
+                     {"comm", r.comm},
+                     {"step_source", step_source_name(r.source)},
+                     {"loader_pids", r.loader_pids},
+                     {"straggler_steps", r.straggler_steps},
+                     {"totals", cats(r.total)},
+                     {"counted_ns", r.counted_ns},
+                     {"steps", steps}});
+  }
+  return {{"verdict", verdict}, {"mean_share", shares}, {"skipped_warmup_steps", job.skipped_warmup_steps},
+          {"ranks", ranks}};
+}
+
 nlohmann::json summary_json(const SessionReport& r) {
   using nlohmann::json;
   json j;
@@ -139,6 +262,8 @@ nlohmann::json summary_json(const SessionReport& r) {
   j["attach_tiers"] = tiers;
   j["tracer"] = {{"cpu_s", r.tracer_cpu_s}, {"ring_mib", r.ring_mib}, {"drain_ms", r.drain_ms}};
   j["warnings"] = r.warnings;
+  j["runtime_libs"] = r.runtime_libs;
+  j["job"] = job_json(r.job);
   return j;
 }
 

@@ -12,5 +12,6 @@ namespace steptrace {
 
 std::string format_summary_text(const SessionReport& r);
 nlohmann::json summary_json(const SessionReport& r);
+nlohmann::json job_json(const JobAnalysis& job);
 
 }  // namespace steptrace

@@ -7,30 +7,42 @@
 #include <string>
 #include <vector>
 
+#include "attribution/job_analysis.h"
 #include "decode/decoder.h"
 #include "loader/tracer.h"
 #include "report/collector_stats.h"
 #include "timeline/thread_table.h"
+#include "timeline/timeline_store.h"
 
 namespace steptrace {
 
 struct Analysis {
   ThreadTable threads;
   CollectorStats collectors;
+  TimelineStore timeline;
 
   void on_event(const Event& e) {
     threads.on_event(e);
     collectors.on_event(e);
+    timeline.on_event(e);
+  }
+  // Close the window and run steps -> attribution -> verdict.
+  JobAnalysis finish(uint64_t end_ns, const DropStats& drops) {
+    threads.finish(end_ns);
+    timeline.finish(end_ns);
+    return analyze_job(timeline, threads, drops);
   }
 };
 
 // What a finished session knows: the analysis plus how the tracing went.
 struct SessionReport {
   Analysis analysis;
+  JobAnalysis job;
   DecodeStats decode;
   DropStats drops;
   std::vector<AttachTier> tiers;
   std::vector<std::string> warnings;
+  std::vector<std::string> runtime_libs;  // libraries probed with uprobes
   uint64_t window_start_ns = 0, window_end_ns = 0;
   uint64_t records = 0;
   uint64_t late_records = 0;

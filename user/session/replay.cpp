@@ -25,10 +25,10 @@ Result<SessionReport> replay_capture(const std::string& path) {
   r.window_start_ns = m.value("window_start_ns", uint64_t{0});
   r.window_end_ns = c->trailer.is_object() ? c->trailer.value("window_end_ns", last_ts) : last_ts;
   if (r.window_end_ns < last_ts) r.window_end_ns = last_ts;
-  r.analysis.threads.finish(r.window_end_ns);
   r.decode = decoder.stats();
   r.late_records = reorder.late();
   r.drops = c->drops;
+  r.job = r.analysis.finish(r.window_end_ns, r.drops);
   r.ring_mib = m.value("ring_mib", 0u);
   r.drain_ms = m.value("drain_ms", 0u);
   r.wall_s = r.window_end_ns > r.window_start_ns ? static_cast<double>(r.window_end_ns - r.window_start_ns) / 1e9 : 0;

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <filesystem>
 #include <thread>
 
@@ -52,6 +53,23 @@ std::vector<uint32_t> cgroup_tgids(const std::string& path) {
 }
 
 }  // namespace
+
+std::vector<std::string> find_probe_libs(const std::string& maps) {
+  std::set<std::string> out;
+  size_t pos = 0;
+  while (pos < maps.size()) {
+    size_t nl = maps.find('\n', pos);
+    std::string line = maps.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? maps.size() : nl + 1;
+    size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    std::string path = line.substr(slash);
+    if (path.size() > 10 && path.compare(path.size() - 10, 10, " (deleted)") == 0) continue;
+    std::string base = path.substr(path.rfind('/') + 1);
+    if (base.rfind("libnrt.so", 0) == 0 || base.rfind("libsteptrace_marker.so", 0) == 0) out.insert(path);
+  }
+  return {out.begin(), out.end()};
+}
 
 Session::~Session() = default;
 
@@ -131,7 +149,10 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
 
   if (auto st = s->resolve_accel_devs(true); !st) return st.error();
 
+  if (o.subsystems & ST_SUB_UPROBE)
+    for (const auto& lib : o.runtime_libs) s->attach_lib(lib);
   for (uint32_t pid : seed) {
+    s->note_new_process(pid);
     if (auto st = s->tracer_->add_target(pid); !st) return st.error();
     for (uint32_t tid : root.threads_of(pid))
       if (auto c = root.thread_comm(pid, tid)) s->report_.analysis.threads.set_comm(pid, tid, *c);
@@ -149,6 +170,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
     if (!child) return child.error();
     s->child_.emplace(std::move(*child));
     if (auto st = s->tracer_->add_target(static_cast<uint32_t>(s->child_->pid())); !st) return st.error();
+    s->note_new_process(static_cast<uint32_t>(s->child_->pid()));
     if (auto st = s->child_->release(); !st) return st.error();
   }
   return s;
@@ -195,8 +217,78 @@ nlohmann::json Session::capture_meta() const {
           {"window_start_ns", monotonic_ns()}};
 }
 
+void Session::note_new_process(uint32_t pid) {
+  if (!(opts_.subsystems & ST_SUB_UPROBE) || !opts_.discover_libs) return;
+  uint64_t now = monotonic_ns();
+  scan_.emplace(pid, ScanState{now, now, 20'000'000ull});
+}
+
+void Session::attach_lib(const std::string& path) {
+  if (!probed_libs_.insert(path).second) return;
+  struct Probe {
+    const char* func;
+    uint32_t id;
+  };
+  const bool marker = path.find("steptrace_marker") != std::string::npos;
+  std::vector<Probe> probes;
+  if (marker) probes = {{"steptrace_step", ST_UP_STEP_MARKER}};
+  else
+    probes = {{"nrt_execute", ST_UP_NRT_EXECUTE},
+              {"nrt_tensor_write", ST_UP_NRT_TENSOR_WRITE},
+              {"nrt_tensor_read", ST_UP_NRT_TENSOR_READ}};
+  int attached = 0;
+  for (const auto& p : probes) {
+    auto a = tracer_->attach_uprobe(path, p.func, p.id, false);
+    if (!a) {
+      report_.warnings.push_back(a.error().message);
+      continue;
+    }
+    if (!marker) {
+      if (auto r = tracer_->attach_uprobe(path, p.func, p.id, true); !r) report_.warnings.push_back(r.error().message);
+    }
+    ++attached;
+  }
+  log::info("probing {} ({} functions)", path, attached);
+  report_.runtime_libs.push_back(path);
+}
+
+// A process maps libnrt a little after exec: scan its maps with backoff for
+// a few seconds, then give up on it.
+void Session::scan_for_libs() {
+  uint64_t now = monotonic_ns();
+  for (auto it = scan_.begin(); it != scan_.end();) {
+    auto& st = it->second;
+    if (now < st.next_scan_ns) {
+      ++it;
+      continue;
+    }
+    auto maps = read_small_file(root_.proc() + "/" + std::to_string(it->first) + "/maps", 8 << 20);
+    if (!maps) {
+      it = scan_.erase(it);
+      continue;
+    }
+    bool found_runtime = false;
+    for (const auto& path : find_probe_libs(*maps)) {
+      attach_lib(path);
+      if (path.find("libnrt") != std::string::npos) found_runtime = true;
+    }
+    if (found_runtime || now - st.first_seen_ns > 5'000'000'000ull) {
+      it = scan_.erase(it);
+      continue;
+    }
+    st.interval_ns = std::min<uint64_t>(st.interval_ns * 2, 500'000'000ull);
+    st.next_scan_ns = now + st.interval_ns;
+    ++it;
+  }
+}
+
 void Session::on_record(const void* data, size_t len) {
   ++report_.records;
+  if (len >= sizeof(st_event_header)) {
+    st_event_header h;
+    std::memcpy(&h, data, sizeof(h));
+    if (h.kind == ST_EV_TASK_EXEC) note_new_process(h.pid);
+  }
   if (writer_ && !write_failed_) {
     if (auto st = writer_->append(data, len); !st) {
       write_failed_ = true;
@@ -211,6 +303,7 @@ Status Session::poll() {
   if (!n) return n.error();
   reorder_.release([this](const Event& e) { report_.analysis.on_event(e); });
   if (auto s = resolve_accel_devs(false); !s) return s;
+  if (!scan_.empty()) scan_for_libs();
   return Ok{};
 }
 
@@ -234,7 +327,7 @@ Result<SessionReport> Session::finish() {
   uint64_t end = monotonic_ns();
   report_.window_start_ns = start_mono_ns_;
   report_.window_end_ns = end;
-  report_.analysis.threads.finish(end);
+
   // Threads seen without a comm event: name them from /proc while they live.
   for (const auto& [tid, t] : report_.analysis.threads.threads())
     if (t.comm.empty())
@@ -244,6 +337,7 @@ Result<SessionReport> Session::finish() {
   auto drops = tracer_->read_stats();
   if (!drops) return drops.error();
   report_.drops = *drops;
+  report_.job = report_.analysis.finish(end, report_.drops);
   if (writer_) {
     if (auto st = writer_->close(report_.drops, report_.records, end); !st) return st.error();
   }

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <atomic>
+#include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,6 +44,10 @@ class Session {
  private:
   Session() = default;
   Status resolve_accel_devs(bool first_time);
+  // Runtime library / step marker discovery: uprobes once per library file.
+  void note_new_process(uint32_t pid);
+  void scan_for_libs();
+  void attach_lib(const std::string& path);
   void on_record(const void* data, size_t len);
   nlohmann::json capture_meta() const;
 
@@ -57,6 +63,11 @@ class Session {
   Reorderer reorder_;
   SessionReport report_;
   std::vector<bool> accel_resolved_;
+  struct ScanState {
+    uint64_t first_seen_ns, next_scan_ns, interval_ns;
+  };
+  std::map<uint32_t, ScanState> scan_;
+  std::set<std::string> probed_libs_;
   uint64_t start_mono_ns_ = 0;
   double start_cpu_s_ = 0;
   bool finished_ = false;
@@ -64,6 +75,9 @@ class Session {
 };
 
 uint64_t monotonic_ns();
+
+// Paths of libnrt.so* and libsteptrace_marker.so* in a /proc/PID/maps text.
+std::vector<std::string> find_probe_libs(const std::string& maps);
 
 // `steptrace report FILE`: the same decode -> reorder -> analysis over a capture.
 Result<SessionReport> replay_capture(const std::string& path);

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "accuracy.h"
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "session/session.h"
+
+namespace steptrace::accuracy {
+
+namespace tr = trainsim::truth;
+
+tr::TracerResult to_tracer_result(const JobAnalysis& job) {
+  tr::TracerResult out;
+  for (const auto& r : job.ranks) {
+    tr::TracerRank tr_rank;
+    tr_rank.pid = static_cast<int>(r.pid);
+    for (const auto& st : r.steps) {
+      tr::TracerStep s;
+      s.start_ns = static_cast<int64_t>(st.start_ns);
+      s.end_ns = static_cast<int64_t>(st.end_ns);
+      for (size_t c = 0; c < kCategories; ++c) s.category_ns[std::string(kCategoryNames[c])] = static_cast<int64_t>(st.ns[c]);
+      tr_rank.steps.push_back(s);
+    }
+    out.ranks.push_back(tr_rank);
+  }
+  return out;
+}
+
+bool run_scenario(const ScenarioRun& run, ScenarioResult* out, std::string* err) {
+  char tmpl[] = "/tmp/steptrace-acc.XXXXXX";
+  if (!mkdtemp(tmpl)) {
+    *err = "mkdtemp failed";
+    return false;
+  }
+  std::string dir = tmpl;
+  std::string truth_path = dir + "/truth.json";
+  std::string dev_dir = dir + "/dev";  // the FUSE mount point: nothing else may live in it
+  std::filesystem::create_directory(dev_dir);
+  Options o;
+  o.command = CommandKind::run;
+  o.subsystems = *parse_subsystems("all");
+  o.accel_devs = {dev_dir + "/neuron0"};
+  o.argv = {run.trainsim, "--scenario", run.scenario, "--dev-dir", dev_dir, "--truth", truth_path};
+  o.argv.insert(o.argv.end(), run.extra_args.begin(), run.extra_args.end());
+  o.duration_s = run.timeout_s;
+  auto s = Session::start(o);
+  if (!s) {
+    *err = s.error().message;
+    return false;
+  }
+  if (auto st = (*s)->run_loop(nullptr); !st) {
+    *err = st.error().message;
+    return false;
+  }
+  auto rep = (*s)->finish();
+  if (!rep) {
+    *err = rep.error().message;
+    return false;
+  }
+  out->report = std::move(*rep);
+  if (out->report.job_exit_code != 0) {
+    *err = fmt::format("trainsim exited with {}", out->report.job_exit_code);
+    return false;
+  }
+  auto t = tr::load(truth_path, err);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (!t) return false;
+  out->truth = std::move(*t);
+  out->cmp = tr::compare(out->truth, to_tracer_result(out->report.job));
+
+  // The truth's window verdict: the largest mean share over counted steps of all ranks.
+  std::vector<const tr::Step*> steps;
+  for (const auto& r : out->truth.rank_data)
+    for (size_t i = 1; i < r.steps.size(); ++i) steps.push_back(&r.steps[i]);
+  auto shares = tr::mean_shares(steps);
+  double best = -1;
+  for (const auto& [c, v] : shares)
+    if (v > best) {
+      best = v;
+      out->truth_gating = c;
+    }
+  out->tracer_verdict = std::string(category_name(out->report.job.verdict.category));
+  auto knobs = nlohmann::json::parse(out->truth.knobs_json, nullptr, false);
+  if (knobs.is_object()) out->truth_straggler = knobs.value("straggler_rank", -1);
+  int sr = out->report.job.verdict.straggler_rank;
+  if (sr >= 0 && sr < static_cast<int>(out->report.job.ranks.size())) {
+    uint32_t pid = out->report.job.ranks[static_cast<size_t>(sr)].pid;
+    for (const auto& r : out->truth.rank_data)
+      if (static_cast<uint32_t>(r.pid) == pid) out->tracer_straggler_pid_rank = r.rank;
+  }
+  return true;
+}
+
+}  // namespace steptrace::accuracy

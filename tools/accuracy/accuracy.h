@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+// Run a trainsim scenario under steptrace and compare the tracer's steps and
+// breakdown with the simulator's ground truth. Used by the [root] accuracy
+// tests and by the accuracy-matrix tool that writes docs/accuracy.md.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "session/analysis.h"
+#include "truth.h"
+
+namespace steptrace::accuracy {
+
+struct ScenarioRun {
+  std::string scenario;
+  std::vector<std::string> extra_args;  // more trainsim flags
+  std::string trainsim;                 // path to the trainsim binary
+  double timeout_s = 120;
+};
+
+struct ScenarioResult {
+  SessionReport report;
+  trainsim::truth::Truth truth;
+  trainsim::truth::Comparison cmp;
+  std::string truth_gating;   // the window's gating category per the truth (largest mean share)
+  std::string tracer_verdict; // steptrace's verdict category
+  int truth_straggler = -1;   // straggler rank from the knobs (-1 none)
+  int tracer_straggler_pid_rank = -1;  // truth rank of the pid steptrace named
+};
+
+// Throws nothing; returns an error message in *err on failure.
+bool run_scenario(const ScenarioRun& run, ScenarioResult* out, std::string* err);
+
+trainsim::truth::TracerResult to_tracer_result(const JobAnalysis& job);
+
+}  // namespace steptrace::accuracy

@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "attribution/job_analysis.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "attribution/interval_painter.h"
+#include "attribution/verdict.h"
+#include "decode/neuron_cmd.h"
+
+namespace steptrace {
+
+const char* step_source_name(StepSource s) {
+  switch (s) {
+    case StepSource::runtime_probes: return "runtime probes (nrt_execute)";
+    case StepSource::marker: return "step marker (steptrace_step)";
+    case StepSource::automatic: return "automatic (accelerator queue kicks)";
+    default: return "none";
+  }
+}
+
+namespace {
+
+constexpr uint64_t kInf = std::numeric_limits<uint64_t>::max();
+
+bool is_ioctl_class(const Span& s, neuron_ioctl_class c) {
+  return s.kind == SpanKind::ioctl && neuron_cmd_class(s.cmd) == c;
+}
+bool is_h2d(const Span& s) {
+  return s.kind == SpanKind::nrt_tensor_write || (is_ioctl_class(s, NEURON_CLASS_COPY) && (s.flags & ST_ACCEL_H2D));
+}
+bool is_d2h(const Span& s) {
+  return s.kind == SpanKind::nrt_tensor_read || (is_ioctl_class(s, NEURON_CLASS_COPY) && (s.flags & ST_ACCEL_D2H));
+}
+bool is_net(const Span& s) { return s.kind == SpanKind::net_send || s.kind == SpanKind::net_recv; }
+bool is_kick(const Span& s) { return s.kind == SpanKind::ioctl && s.cmd == NEURON_CMD_DMA_QUEUE_COPY_START; }
+bool is_ack(const Span& s) { return s.kind == SpanKind::ioctl && s.cmd == NEURON_CMD_DMA_ACK_COMPLETED; }
+bool is_blocked(ThreadState s) { return s == ThreadState::sleeping || s == ThreadState::disk_wait; }
+
+uint64_t overlap(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1) {
+  uint64_t s = std::max(a0, b0), e = std::min(a1, b1);
+  return e > s ? e - s : 0;
+}
+
+uint64_t median(std::vector<uint64_t> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+struct Anchor {
+  uint64_t start, end;
+};
+
+// One rank being analysed.
+struct RankCtx {
+  RankResult res;
+  const ThreadTimeline* main = nullptr;
+  std::set<uint32_t> loaders;  // tids that hand batches to the main thread
+  std::vector<const ThreadTimeline*> loader_threads;
+  std::vector<Anchor> anchors;
+};
+
+// Execution anchors when no runtime probe fired: a burst of queue kicks
+// starts an execution; the completion acknowledgement (or the next host
+// activity on the device) ends it. Between them the runtime busy-polls.
+std::vector<Anchor> anchors_from_ioctls(const ThreadTimeline& t) {
+  std::vector<Anchor> out;
+  const auto& sp = t.spans;
+  size_t i = 0;
+  while (i < sp.size()) {
+    if (!is_kick(sp[i])) {
+      ++i;
+      continue;
+    }
+    Anchor a{sp[i].start, sp[i].end};
+    size_t j = i + 1;
+    while (j < sp.size() && (is_kick(sp[j]) || !(sp[j].kind == SpanKind::ioctl))) {
+      if (is_kick(sp[j])) a.end = sp[j].end;
+      ++j;
+    }
+    // The execution lasts until the acknowledgement, or the next ioctl.
+    if (j < sp.size()) a.end = is_ack(sp[j]) ? sp[j].end : sp[j].start;
+    out.push_back(a);
+    i = j + (j < sp.size() && is_ack(sp[j]) ? 1 : 0);
+  }
+  return out;
+}
+
+// Where step k begins, between the end of the previous execution (lo) and
+// the start of this one (hi): after the previous step's tail (output copies,
+// host collective, host compute), at the first wait for a batch from a
+// loader or, when the batch was ready, at the first input copy.
+uint64_t find_boundary(const RankCtx& r, uint64_t lo, uint64_t hi) {
+  const auto& t = *r.main;
+  uint64_t post_end = lo;
+  for (const auto& s : t.spans) {
+    if (s.start < lo || s.start > hi) continue;
+    if ((is_net(s) || is_d2h(s)) && s.end <= hi) post_end = std::max(post_end, s.end);
+  }
+  uint64_t c1 = hi;
+  for (const auto& s : t.spans) {
+    if (s.start >= post_end && s.start <= hi && is_h2d(s)) {
+      c1 = s.start;
+      break;
+    }
+  }
+  for (const auto& g : t.segs) {
+    if (g.start < post_end) continue;
+    if (g.start >= c1) break;
+    if (is_blocked(g.state) && r.loaders.count(g.waker_tid)) return g.start;
+  }
+  return c1;
+}
+
+// Loaders' share of time on storage vs CPU during [s, e).
+void split_data_wait(const RankCtx& r, uint64_t s, uint64_t e, uint64_t* io_ns, uint64_t* cpu_ns) {
+  for (const auto* lt : r.loader_threads) {
+    for (const auto& g : lt->segs) {
+      if (g.end <= s) continue;
+      if (g.start >= e) break;
+      uint64_t ov = overlap(g.start, g.end, s, e);
+      if (g.state == ThreadState::running) *cpu_ns += ov;
+      else if (g.state == ThreadState::disk_wait) *io_ns += ov;
+    }
+    // O_DIRECT reads may sleep in S rather than D: count in-flight block I/O too.
+    for (const auto& b : lt->block) {
+      if (b.end <= s || b.start >= e || b.write) continue;
+      *io_ns += overlap(b.start, b.end, s, e) / 2;  // half weight: avoid double counting a D-state wait
+    }
+  }
+}
+
+void attribute_step(RankCtx& r, StepResult& st) {
+  const auto& t = *r.main;
+  const uint64_t ws = st.start_ns, we = st.end_ns;
+  std::vector<Paint> paints;
+  std::vector<std::pair<uint64_t, uint64_t>> exec;
+  for (const auto& a : r.anchors)
+    if (a.end > ws && a.start < we) exec.emplace_back(a.start, a.end);
+  for (const auto& [a, b] : exec) paints.push_back({a, b, 8, Category::device_execute});
+
+  // Host collective: clusters of send/recv calls not separated by device work.
+  std::vector<const Span*> net;
+  for (const auto& s : t.spans) {
+    if (s.end <= ws || s.start >= we) continue;
+    if (is_net(s)) net.push_back(&s);
+    if (s.kind == SpanKind::ioctl) {
+      auto c = neuron_cmd_class(s.cmd);
+      if (c == NEURON_CLASS_SUBMIT || c == NEURON_CLASS_SYNC) paints.push_back({s.start, s.end, 9, Category::dma_submission});
+      if (c == NEURON_CLASS_COPY) {
+        paints.push_back({s.start, s.end, 5, Category::dma_submission});
+        st.copy_bytes += s.bytes;
+        ++st.copies;
+      }
+    } else if (s.kind == SpanKind::nrt_tensor_write || s.kind == SpanKind::nrt_tensor_read) {
+      paints.push_back({s.start, s.end, 5, Category::dma_submission});
+    }
+  }
+  for (size_t i = 0; i < net.size();) {
+    uint64_t cs = net[i]->start, ce = net[i]->end;
+    size_t j = i + 1;
+    while (j < net.size()) {
+      bool device_between = false;
+      for (const auto& [a, b] : exec)
+        if (a < net[j]->start && b > ce) device_between = true;
+      if (device_between || net[j]->start > ce + 20'000'000ull) break;
+      ce = std::max(ce, net[j]->end);
+      ++j;
+    }
+    paints.push_back({cs, ce, 4, Category::collective});
+    if (st.arrival_ns == 0) st.arrival_ns = cs;
+    i = j;
+  }
+
+  std::vector<std::pair<uint64_t, uint64_t>> data_waits;
+  for (const auto& g : t.segs) {
+    if (g.end <= ws) continue;
+    if (g.start >= we) break;
+    switch (g.state) {
+      case ThreadState::running: paints.push_back({g.start, g.end, 2, Category::host_overhead}); break;
+      case ThreadState::runnable: paints.push_back({g.start, g.end, 6, Category::cpu_contention}); break;
+      case ThreadState::sleeping:
+      case ThreadState::disk_wait:
+        if (r.loaders.count(g.waker_tid)) {
+          paints.push_back({g.start, g.end, 3, Category::data_loading});
+          data_waits.emplace_back(std::max(g.start, ws), std::min(g.end, we));
+        } else {
+          paints.push_back({g.start, g.end, 1, Category::other});
+        }
+        break;
+      default: break;
+    }
+  }
+  st.ns = paint_window(ws, we, paints);
+  // Split data loading into storage and preprocessing by what the loaders did meanwhile.
+  uint64_t io = 0, cpu = 0;
+  for (const auto& [a, b] : data_waits) split_data_wait(r, a, b, &io, &cpu);
+  uint64_t dl = st.ns[static_cast<size_t>(Category::data_loading)];
+  if (io + cpu > 0) {
+    st.data_storage_ns = static_cast<uint64_t>(static_cast<double>(dl) * static_cast<double>(io) /
+                                               static_cast<double>(io + cpu));
+    st.data_preprocess_ns = dl - st.data_storage_ns;
+  } else {
+    st.data_preprocess_ns = dl;
+  }
+  if (st.arrival_ns == 0 && !exec.empty()) st.arrival_ns = exec.front().first;
+}
+
+void build_steps(RankCtx& r) {
+  const auto& t = *r.main;
+  std::vector<uint64_t> bounds;
+  uint64_t thread_end = t.segs.empty() ? 0 : t.segs.back().end;
+  if (!t.spans.empty()) thread_end = std::max(thread_end, t.spans.back().end);
+  uint64_t thread_start = t.segs.empty() ? 0 : t.segs.front().start;
+
+  if (r.res.source == StepSource::marker) {
+    bounds = t.markers;
+  } else {
+    const auto& A = r.anchors;
+    if (A.empty()) return;
+    std::vector<uint64_t> periods;
+    for (size_t k = 1; k < A.size(); ++k) periods.push_back(A[k].start - A[k - 1].start);
+    uint64_t period = median(periods);
+    for (size_t k = 0; k < A.size(); ++k) {
+      uint64_t lo = k ? A[k - 1].end : (period && A[0].start > 2 * period ? A[0].start - 2 * period : 0);
+      lo = std::max(lo, thread_start);
+      bounds.push_back(find_boundary(r, lo, A[k].start));
+    }
+  }
+  if (bounds.empty()) return;
+  // The last step ends after its tail: the typical time from execution end
+  // (or marker) to the next boundary, clamped to what the thread did.
+  std::vector<uint64_t> tails;
+  uint64_t last_end;
+  if (r.res.source == StepSource::marker) {
+    for (size_t k = 1; k < bounds.size(); ++k) tails.push_back(bounds[k] - bounds[k - 1]);
+    last_end = bounds.back() + median(tails);
+  } else {
+    const auto& A = r.anchors;
+    for (size_t k = 1; k < A.size(); ++k)
+      if (bounds[k] > A[k - 1].end) tails.push_back(bounds[k] - A[k - 1].end);
+    last_end = A.back().end + median(tails);
+  }
+  if (thread_end && last_end > thread_end) last_end = thread_end;
+  bounds.push_back(last_end);
+  for (size_t k = 0; k + 1 < bounds.size(); ++k) {
+    if (bounds[k + 1] <= bounds[k]) continue;
+    StepResult st;
+    st.index = static_cast<int>(r.res.steps.size());
+    st.start_ns = bounds[k];
+    st.end_ns = bounds[k + 1];
+    r.res.steps.push_back(st);
+  }
+}
+
+// A device-side collective (inside the execution) makes every rank leave
+// nrt_execute together; a rank that entered earlier spent the difference
+// waiting for the others. Without device counters (NDS) that arrival skew is
+// the best kernel-side estimate of device collective wait.
+void apply_device_skew(std::vector<RankCtx>& ranks) {
+  if (ranks.size() < 2) return;
+  size_t n = kInf;
+  for (const auto& r : ranks) n = std::min(n, r.anchors.size());
+  for (size_t k = 0; k < n; ++k) {
+    uint64_t max_entry = 0, min_exit = kInf, max_exit = 0;
+    for (const auto& r : ranks) {
+      max_entry = std::max(max_entry, r.anchors[k].start);
+      min_exit = std::min(min_exit, r.anchors[k].end);
+      max_exit = std::max(max_exit, r.anchors[k].end);
+    }
+    uint64_t span = max_exit - min_exit;
+    uint64_t typical = ranks[0].anchors[k].end - ranks[0].anchors[k].start;
+    if (span > 2'000'000ull && span > typical / 10) continue;  // exits not synchronised: no device collective
+    for (auto& r : ranks) {
+      const auto& a = r.anchors[k];
+      uint64_t wait = max_entry > a.start ? std::min(max_entry - a.start, a.end - a.start) : 0;
+      if (wait < 200'000) continue;
+      for (auto& st : r.res.steps) {
+        if (a.start < st.start_ns || a.start >= st.end_ns) continue;
+        auto& de = st.ns[static_cast<size_t>(Category::device_execute)];
+        uint64_t moved = std::min(wait, de);
+        de -= moved;
+        st.ns[static_cast<size_t>(Category::collective)] += moved;
+      }
+    }
+  }
+}
+
+void cross_rank(std::vector<RankCtx>& ranks, int skip) {
+  if (ranks.size() < 2) return;
+  size_t n = kInf;
+  for (const auto& r : ranks) n = std::min(n, r.res.steps.size());
+  std::vector<uint64_t> durs;
+  for (const auto& r : ranks)
+    for (const auto& s : r.res.steps) durs.push_back(s.duration());
+  uint64_t typical = median(durs);
+  for (size_t k = 0; k < n; ++k) {
+    uint64_t first = kInf, last = 0;
+    size_t last_rank = 0;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      uint64_t a = ranks[i].res.steps[k].arrival_ns;
+      if (!a) continue;
+      first = std::min(first, a);
+      if (a > last) {
+        last = a;
+        last_rank = i;
+      }
+    }
+    if (first == kInf) continue;
+    for (auto& r : ranks) {
+      auto& st = r.res.steps[k];
+      st.late_ns = st.arrival_ns > first ? st.arrival_ns - first : 0;
+    }
+    if (static_cast<int>(k) >= skip && last - first > std::max<uint64_t>(1'000'000ull, typical / 20))
+      ++ranks[last_rank].res.straggler_steps;
+  }
+}
+
+}  // namespace
+
+JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, const DropStats& drops,
+                        const AnalysisOptions& opt) {
+  JobAnalysis job;
+  job.skipped_warmup_steps = opt.skip_warmup_steps;
+
+  // Ranks: processes whose threads drive the accelerator (or mark steps).
+  std::map<uint32_t, const ThreadTimeline*> best;  // pid -> main thread
+  std::map<uint32_t, int> best_score;
+  for (const auto& [tid, t] : tl.threads()) {
+    int execs = 0, kicks = 0, ioctls = 0;
+    for (const auto& s : t.spans) {
+      execs += s.kind == SpanKind::nrt_execute;
+      kicks += is_kick(s);
+      ioctls += s.kind == SpanKind::ioctl;
+    }
+    int score = execs * 1000000 + static_cast<int>(t.markers.size()) * 10000 + kicks * 100 + ioctls;
+    if (score == 0) continue;
+    if (score > best_score[t.pid]) {
+      best_score[t.pid] = score;
+      best[t.pid] = &t;
+    }
+  }
+  std::vector<RankCtx> ranks;
+  for (const auto& [pid, main] : best) {
+    RankCtx r;
+    r.main = main;
+    r.res.pid = pid;
+    r.res.main_tid = main->tid;
+    if (const auto* ti = threads.find(main->tid)) r.res.comm = ti->comm;
+    int execs = 0, kicks = 0;
+    for (const auto& s : main->spans) {
+      if (s.kind == SpanKind::nrt_execute) {
+        ++execs;
+        r.anchors.push_back({s.start, s.end});
+      }
+      kicks += is_kick(s);
+    }
+    if (execs >= 2) {
+      r.res.source = StepSource::runtime_probes;
+    } else if (main->markers.size() >= 2) {
+      r.res.source = StepSource::marker;
+      r.anchors.clear();
+    } else if (kicks >= 2) {
+      r.res.source = StepSource::automatic;
+      r.anchors = anchors_from_ioctls(*main);
+    } else {
+      continue;  // used the device, but not in steps (setup tools, monitors)
+    }
+    // Loader workers: child processes of the rank and the rank's other threads.
+    for (const auto& [tid, t] : tl.threads()) {
+      bool child = tl.parent_of(t.pid) == pid;
+      if ((t.pid == pid && tid != main->tid) || child) {
+        r.loaders.insert(tid);
+        r.loader_threads.push_back(&t);
+        r.res.loader_tids.push_back(tid);
+        if (child && std::find(r.res.loader_pids.begin(), r.res.loader_pids.end(), t.pid) == r.res.loader_pids.end())
+          r.res.loader_pids.push_back(t.pid);
+      }
+    }
+    ranks.push_back(std::move(r));
+  }
+  std::sort(ranks.begin(), ranks.end(), [](const RankCtx& a, const RankCtx& b) { return a.res.pid < b.res.pid; });
+  for (size_t i = 0; i < ranks.size(); ++i) ranks[i].res.rank = static_cast<int>(i);
+
+  for (auto& r : ranks) {
+    build_steps(r);
+    for (auto& st : r.res.steps) attribute_step(r, st);
+  }
+  apply_device_skew(ranks);
+  cross_rank(ranks, opt.skip_warmup_steps);
+
+  // Shares over counted steps; per-step gating.
+  std::array<uint64_t, kCategories> sum{};
+  uint64_t total = 0;
+  for (auto& r : ranks) {
+    for (auto& st : r.res.steps) {
+      size_t g = 0;
+      for (size_t c = 1; c < kCategories; ++c)
+        if (st.ns[c] > st.ns[g]) g = c;
+      st.gating = static_cast<Category>(g);
+      if (st.index < opt.skip_warmup_steps) continue;
+      for (size_t c = 0; c < kCategories; ++c) {
+        r.res.total[c] += st.ns[c];
+        sum[c] += st.ns[c];
+      }
+      r.res.counted_ns += st.duration();
+      total += st.duration();
+    }
+  }
+  for (size_t c = 0; c < kCategories; ++c)
+    job.mean_share[c] = total ? static_cast<double>(sum[c]) / static_cast<double>(total) : 0;
+  for (auto& r : ranks) job.ranks.push_back(std::move(r.res));
+  job.verdict = decide_verdict(job, tl, drops);
+  return job;
+}
+
+}  // namespace steptrace

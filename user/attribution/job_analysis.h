@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+// Steps, attribution and the verdict: from the interval view of every traced
+// thread, find the ranks (processes that drive the accelerator), cut each
+// rank's main thread into training steps, split every step's wall time into
+// categories, compare ranks, and say what gates the accelerator.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attribution/categories.h"
+#include "loader/tracer.h"
+#include "timeline/thread_table.h"
+#include "timeline/timeline_store.h"
+
+namespace steptrace {
+
+enum class StepSource { runtime_probes, marker, automatic, none };
+const char* step_source_name(StepSource s);
+
+struct StepResult {
+  int index = 0;
+  uint64_t start_ns = 0, end_ns = 0;
+  CategoryNs ns{};
+  uint64_t data_storage_ns = 0;     // data_loading while loaders waited on storage
+  uint64_t data_preprocess_ns = 0;  // data_loading while loaders computed
+  uint64_t arrival_ns = 0;          // arrival at the collective (cross-rank skew)
+  uint64_t late_ns = 0;             // arrival - earliest arrival of any rank
+  uint64_t copy_bytes = 0;
+  uint32_t copies = 0;
+  Category gating = Category::other;
+  uint64_t duration() const { return end_ns - start_ns; }
+};
+
+struct RankResult {
+  int rank = 0;           // order of the rank processes by pid
+  uint32_t pid = 0, main_tid = 0;
+  std::string comm;
+  StepSource source = StepSource::none;
+  std::vector<uint32_t> loader_pids;  // child processes (DataLoader workers)
+  std::vector<uint32_t> loader_tids;  // every thread that can hand batches to main
+  std::vector<StepResult> steps;
+  CategoryNs total{};                 // over counted steps
+  uint64_t counted_ns = 0;
+  int straggler_steps = 0;            // steps where this rank arrived last (and late)
+};
+
+struct Verdict {
+  Category category = Category::other;
+  std::string headline;      // one line, plain words
+  double confidence = 0;     // 0..1
+  std::vector<std::string> evidence;
+  std::string recommendation;
+  bool incomplete = false;   // events were dropped in the window
+  int straggler_rank = -1;
+  uint64_t straggler_late_ns = 0;      // mean lateness when it was last
+  Category straggler_cause = Category::other;
+};
+
+struct JobAnalysis {
+  std::vector<RankResult> ranks;
+  std::array<double, kCategories> mean_share{};  // over counted steps of all ranks
+  Verdict verdict;
+  int skipped_warmup_steps = 1;
+};
+
+struct AnalysisOptions {
+  int skip_warmup_steps = 1;  // first steps of each rank left out of shares and the verdict
+};
+
+JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, const DropStats& drops,
+                        const AnalysisOptions& opt = {});
+
+}  // namespace steptrace

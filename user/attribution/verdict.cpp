@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "attribution/verdict.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <map>
+
+#include "report/collector_stats.h"
+
+namespace steptrace {
+namespace {
+
+double ms(double ns) { return ns / 1e6; }
+
+struct PerStep {
+  double step_ns = 0;
+  std::array<double, kCategories> ns{};
+  double copy_bytes = 0, copies = 0, storage_ns = 0, preprocess_ns = 0;
+  int steps = 0;
+};
+
+PerStep per_step(const JobAnalysis& job, int only_rank = -1) {
+  PerStep p;
+  for (const auto& r : job.ranks) {
+    if (only_rank >= 0 && r.rank != only_rank) continue;
+    for (const auto& st : r.steps) {
+      if (st.index < job.skipped_warmup_steps) continue;
+      ++p.steps;
+      p.step_ns += static_cast<double>(st.duration());
+      for (size_t c = 0; c < kCategories; ++c) p.ns[c] += static_cast<double>(st.ns[c]);
+      p.copy_bytes += static_cast<double>(st.copy_bytes);
+      p.copies += st.copies;
+      p.storage_ns += static_cast<double>(st.data_storage_ns);
+      p.preprocess_ns += static_cast<double>(st.data_preprocess_ns);
+    }
+  }
+  if (p.steps) {
+    double n = p.steps;
+    p.step_ns /= n;
+    for (auto& v : p.ns) v /= n;
+    p.copy_bytes /= n;
+    p.copies /= n;
+    p.storage_ns /= n;
+    p.preprocess_ns /= n;
+  }
+  return p;
+}
+
+const char* recommendation_for(Category c) {
+  switch (c) {
+    case Category::device_execute:
+      return "the accelerator is the bottleneck: tune the model on the device (compiler flags, batch size); the host keeps up";
+    case Category::data_loading:
+      return "feed the accelerator faster: more DataLoader workers, cheaper preprocessing, or faster/cached storage";
+    case Category::dma_submission:
+      return "batch host-to-device copies into fewer, larger transfers (or keep inputs on the device)";
+    case Category::collective:
+      return "check the network path and rank balance: look at the straggler, link rate and gradient size";
+    case Category::host_overhead:
+      return "profile the host code between device calls (Python overhead, optimizer, logging); overlap it with execution";
+    case Category::cpu_contention:
+      return "give the training threads their own CPUs: move or cap the competing processes, pin the job";
+    default: return "look at the per-thread timeline: the time is not explained by the known categories";
+  }
+}
+
+}  // namespace
+
+Verdict decide_verdict(const JobAnalysis& job, const TimelineStore& tl, const DropStats& drops) {
+  Verdict v;
+  v.incomplete = drops.total_dropped() > 0;
+  if (job.ranks.empty()) {
+    v.headline = "no training steps found (no process drove an accelerator device or the runtime library)";
+    v.recommendation = "check --accel-dev / the runtime library path, or add the steptrace_step() marker";
+    return v;
+  }
+  // Rank the categories by their share of the step.
+  std::array<size_t, kCategories> order{};
+  for (size_t i = 0; i < kCategories; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return job.mean_share[a] > job.mean_share[b]; });
+  size_t top = order[0], second = order[1];
+  v.category = static_cast<Category>(top);
+  double t = job.mean_share[top], s = job.mean_share[second];
+  v.confidence = t + s > 0 ? t / (t + s) : 0;
+  if (v.incomplete) v.confidence *= 0.8;
+
+  PerStep p = per_step(job);
+  auto share = [&](Category c) { return 100.0 * job.mean_share[static_cast<size_t>(c)]; };
+  auto per = [&](Category c) { return ms(p.ns[static_cast<size_t>(c)]); };
+
+  // Straggler: the rank that arrives last at the collective most often.
+  const RankResult* strag = nullptr;
+  for (const auto& r : job.ranks)
+    if (!strag || r.straggler_steps > strag->straggler_steps) strag = &r;
+  int counted = 0;
+  for (const auto& st : job.ranks.front().steps) counted += st.index >= job.skipped_warmup_steps;
+  if (job.ranks.size() >= 2 && strag && counted > 0 && strag->straggler_steps * 2 > counted) {
+    v.straggler_rank = strag->rank;
+    uint64_t late = 0;
+    int n = 0;
+    for (const auto& st : strag->steps)
+      if (st.index >= job.skipped_warmup_steps) {
+        late += st.late_ns;
+        ++n;
+      }
+    v.straggler_late_ns = n ? late / static_cast<uint64_t>(n) : 0;
+    // Its own dominant cause: the largest host-side category on that rank.
+    size_t best = static_cast<size_t>(Category::other);
+    for (Category c : {Category::data_loading, Category::dma_submission, Category::host_overhead,
+                       Category::cpu_contention})
+      if (strag->total[static_cast<size_t>(c)] > strag->total[best]) best = static_cast<size_t>(c);
+    v.straggler_cause = static_cast<Category>(best);
+  }
+
+  switch (v.category) {
+    case Category::device_execute:
+      v.headline = fmt::format("compute-bound: the accelerator is busy {:.0f}% of each {:.1f} ms step; the host keeps up",
+                               share(Category::device_execute), ms(p.step_ns));
+      break;
+    case Category::data_loading:
+      v.headline = fmt::format("data loading gates the accelerator: the main thread waits {:.1f} ms per {:.1f} ms step "
+                               "({:.0f}%) for batches",
+                               per(Category::data_loading), ms(p.step_ns), share(Category::data_loading));
+      break;
+    case Category::dma_submission:
+      v.headline = fmt::format("host-to-device transfers gate the accelerator: {:.1f} ms per {:.1f} ms step ({:.0f}%) "
+                               "in DMA submission",
+                               per(Category::dma_submission), ms(p.step_ns), share(Category::dma_submission));
+      break;
+    case Category::collective:
+      v.headline = fmt::format("collectives gate the accelerator: {:.1f} ms per {:.1f} ms step ({:.0f}%) waiting on "
+                               "the network and other ranks",
+                               per(Category::collective), ms(p.step_ns), share(Category::collective));
+      break;
+    case Category::host_overhead:
+      v.headline = fmt::format("host code gates the accelerator: the main thread computes {:.1f} ms per {:.1f} ms step "
+                               "({:.0f}%) on the CPU between device calls",
+                               per(Category::host_overhead), ms(p.step_ns), share(Category::host_overhead));
+      break;
+    case Category::cpu_contention:
+      v.headline = fmt::format("CPU contention gates the accelerator: the main thread waits {:.1f} ms per {:.1f} ms "
+                               "step ({:.0f}%) for a CPU",
+                               per(Category::cpu_contention), ms(p.step_ns), share(Category::cpu_contention));
+      break;
+    default:
+      v.headline = fmt::format("unexplained time dominates: {:.0f}% of each step is not attributed",
+                               share(Category::other));
+  }
+  if (v.straggler_rank >= 0 && v.category == Category::collective) {
+    v.headline += fmt::format("; rank {} arrives {:.1f} ms late ({})", v.straggler_rank, ms(v.straggler_late_ns),
+                              category_name(v.straggler_cause));
+  }
+  v.recommendation = recommendation_for(v.category);
+
+  // Evidence: numbers an SRE can check.
+  v.evidence.push_back(fmt::format("{} rank(s), steps from {}; mean step {:.1f} ms over {} counted steps",
+                                   job.ranks.size(), step_source_name(job.ranks.front().source), ms(p.step_ns),
+                                   p.steps));
+  v.evidence.push_back(fmt::format("runner-up: {} at {:.0f}% of the step", category_name(static_cast<Category>(second)),
+                                   100.0 * s));
+  if (p.ns[static_cast<size_t>(Category::data_loading)] > 0) {
+    size_t loaders = 0;
+    for (const auto& r : job.ranks) loaders += r.loader_pids.empty() ? r.loader_tids.size() : r.loader_pids.size();
+    v.evidence.push_back(fmt::format("data loading {:.1f} ms/step: loaders on storage {:.1f} ms, on CPU preprocessing "
+                                     "{:.1f} ms ({} loader workers in all ranks)",
+                                     per(Category::data_loading), ms(p.storage_ns), ms(p.preprocess_ns), loaders));
+  }
+  if (p.copies > 0)
+    v.evidence.push_back(fmt::format("{:.0f} copy ioctls/step moving {:.2f} MiB/step; DMA submission {:.1f} ms/step "
+                                     "({:.2f} GB/s effective)",
+                                     p.copies, p.copy_bytes / 1048576.0, per(Category::dma_submission),
+                                     p.ns[static_cast<size_t>(Category::dma_submission)] > 0
+                                         ? p.copy_bytes / p.ns[static_cast<size_t>(Category::dma_submission)]
+                                         : 0.0));
+  if (p.ns[static_cast<size_t>(Category::collective)] > 0) {
+    // Busiest sockets of the main threads.
+    std::map<uint64_t, uint64_t> bytes;
+    for (const auto& r : job.ranks)
+      if (const auto* t = tl.find(r.main_tid))
+        for (const auto& sp : t->spans)
+          if (sp.kind == SpanKind::net_send || sp.kind == SpanKind::net_recv) bytes[sp.sock_id] += sp.bytes;
+    uint64_t best_id = 0, best_b = 0;
+    for (const auto& [id, b] : bytes)
+      if (b > best_b) {
+        best_b = b;
+        best_id = id;
+      }
+    auto it = tl.sockets().find(best_id);
+    v.evidence.push_back(fmt::format("collective {:.1f} ms/step; busiest socket {} carried {:.1f} MiB",
+                                     per(Category::collective),
+                                     it != tl.sockets().end() ? format_tuple(it->second) : std::string("(device-side)"),
+                                     static_cast<double>(best_b) / 1048576.0));
+  }
+  if (v.straggler_rank >= 0)
+    v.evidence.push_back(fmt::format("rank {} arrived last at the collective in {} steps, {:.1f} ms late on average; "
+                                     "its largest host-side cost is {}",
+                                     v.straggler_rank, strag->straggler_steps, ms(v.straggler_late_ns),
+                                     category_name(v.straggler_cause)));
+  if (p.ns[static_cast<size_t>(Category::cpu_contention)] > 0) {
+    std::map<uint32_t, uint64_t> by;
+    for (const auto& r : job.ranks)
+      if (const auto* t = tl.find(r.main_tid))
+        for (const auto& g : t->segs)
+          if (g.state == ThreadState::runnable && g.preempted_by) by[g.preempted_by] += g.end - g.start;
+    std::vector<std::pair<uint64_t, uint32_t>> top_by;
+    for (const auto& [tid, ns] : by) top_by.emplace_back(ns, tid);
+    std::sort(top_by.rbegin(), top_by.rend());
+    std::string who;
+    for (size_t i = 0; i < top_by.size() && i < 3; ++i)
+      who += fmt::format("{}tid {} ({:.1f} ms)", i ? ", " : "", top_by[i].second, ms(static_cast<double>(top_by[i].first)));
+    v.evidence.push_back(fmt::format("main threads runnable but not running {:.1f} ms/step{}{}",
+                                     per(Category::cpu_contention), who.empty() ? "" : "; preempted by ", who));
+  }
+  if (v.incomplete)
+    v.evidence.push_back(fmt::format("INCOMPLETE: {} events were dropped; shares may be off",
+                                     drops.total_dropped()));
+  return v;
+}
+
+}  // namespace steptrace

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "timeline/timeline_store.h"
+
+#include <algorithm>
+
+namespace steptrace {
+
+ThreadTimeline& TimelineStore::get(uint32_t pid, uint32_t tid) {
+  auto& t = threads_[tid];
+  if (t.tid == 0) {
+    t.tid = tid;
+    t.pid = pid;
+  }
+  return t;
+}
+
+const ThreadTimeline* TimelineStore::find(uint32_t tid) const {
+  auto it = threads_.find(tid);
+  return it == threads_.end() ? nullptr : &it->second;
+}
+
+uint32_t TimelineStore::parent_of(uint32_t pid) const {
+  auto it = parent_.find(pid);
+  return it == parent_.end() ? 0 : it->second;
+}
+
+// Close the current segment at ts and open one in state s; `pending` carries
+// the annotations (waker, preempting task) of the segment being opened.
+void TimelineStore::move_to(ThreadTimeline& t, ThreadState s, uint64_t ts) {
+  if (t.cur != ThreadState::unknown && t.cur != ThreadState::dead && ts >= t.cur_since) {
+    StateSeg seg = t.pending;
+    seg.start = t.cur_since;
+    seg.end = ts;
+    seg.state = t.cur;
+    if (seg.end > seg.start) t.segs.push_back(seg);
+  }
+  t.cur = s;
+  t.cur_since = ts;
+  t.pending = StateSeg{};
+}
+
+void TimelineStore::on_event(const Event& ev) {
+  std::visit(
+      [this](const auto& e) {
+        using T = std::decay_t<decltype(e)>;
+        const uint64_t ts = e.hdr.ts_ns;
+        if constexpr (std::is_same_v<T, st_sched_switch>) {
+          if (e.flags & ST_SWITCH_PREV_TARGET) {
+            auto& t = get(e.hdr.pid, e.hdr.tid);
+            ThreadState s = e.prev_state == 0        ? ThreadState::runnable
+                            : (e.prev_state & 0x2)   ? ThreadState::disk_wait
+                                                     : ThreadState::sleeping;
+            move_to(t, s, ts);
+            if (s == ThreadState::runnable && (e.flags & ST_SWITCH_PREEMPT)) t.pending.preempted_by = e.next_tid;
+            if (s != ThreadState::runnable) t.pending.blocked_sys = e.prev_sys_nr;
+          }
+          if (e.flags & ST_SWITCH_NEXT_TARGET) move_to(get(e.next_pid, e.next_tid), ThreadState::running, ts);
+        } else if constexpr (std::is_same_v<T, st_sched_wakeup>) {
+          auto& t = get(e.hdr.pid, e.hdr.tid);
+          if (t.cur == ThreadState::sleeping || t.cur == ThreadState::disk_wait) {
+            t.pending.waker_tid = e.waker_tid;
+            t.pending.waker_pid = e.waker_pid;
+            if (t.pending.blocked_sys < 0) t.pending.blocked_sys = e.wakee_sys_nr;
+            move_to(t, ThreadState::runnable, ts);
+          } else if (t.cur == ThreadState::unknown) {
+            move_to(t, ThreadState::runnable, ts);
+          }
+        } else if constexpr (std::is_same_v<T, st_task_new>) {
+          if (!(e.flags & ST_TASK_IS_THREAD)) parent_[e.child_pid] = e.hdr.pid;
+          get(e.child_pid, e.child_tid);
+        } else if constexpr (std::is_same_v<T, st_task_exit>) {
+          move_to(get(e.hdr.pid, e.hdr.tid), ThreadState::dead, ts);
+        } else if constexpr (std::is_same_v<T, st_accel_ioctl>) {
+          Span s;
+          s.start = e.enter_ts;
+          s.end = ts;
+          s.kind = SpanKind::ioctl;
+          s.cmd = e.cmd;
+          s.flags = e.flags;
+          s.bytes = e.bytes;
+          s.ret = e.ret;
+          get(e.hdr.pid, e.hdr.tid).spans.push_back(s);
+        } else if constexpr (std::is_same_v<T, st_net_xfer>) {
+          Span s;
+          s.start = e.dur_ns && e.dur_ns < ts ? ts - e.dur_ns : ts;
+          s.end = ts;
+          s.kind = e.dir == ST_NET_SEND ? SpanKind::net_send : SpanKind::net_recv;
+          s.bytes = static_cast<uint64_t>(e.bytes);
+          s.sock_id = e.sock_id;
+          get(e.hdr.pid, e.hdr.tid).spans.push_back(s);
+          auto& tup = socks_[e.sock_id];
+          if (tup.sport == 0 || tup.dport == 0) tup = e.tuple;
+        } else if constexpr (std::is_same_v<T, st_block_rq>) {
+          BlockIo b;
+          b.start = e.issue_ts ? e.issue_ts : e.insert_ts;
+          b.end = ts;
+          b.dev = e.dev;
+          b.bytes = e.bytes;
+          b.write = e.flags & ST_RQ_WRITE;
+          if (b.start && b.start <= b.end && e.hdr.tid) get(e.hdr.pid, e.hdr.tid).block.push_back(b);
+        } else if constexpr (std::is_same_v<T, st_uprobe>) {
+          auto& t = get(e.hdr.pid, e.hdr.tid);
+          if (e.probe == ST_UP_STEP_MARKER) {
+            if (!e.is_return) t.markers.push_back(ts);
+            return;
+          }
+          if (!e.is_return) {
+            t.open_calls.emplace_back(e.probe, ts);
+            return;
+          }
+          // Match the innermost open call of the same function.
+          for (auto it = t.open_calls.rbegin(); it != t.open_calls.rend(); ++it) {
+            if (it->first != e.probe) continue;
+            Span s;
+            s.start = it->second;
+            s.end = ts;
+            s.ret = e.ret;
+            s.kind = e.probe == ST_UP_NRT_EXECUTE        ? SpanKind::nrt_execute
+                     : e.probe == ST_UP_NRT_TENSOR_WRITE ? SpanKind::nrt_tensor_write
+                                                         : SpanKind::nrt_tensor_read;
+            t.spans.push_back(s);
+            t.open_calls.erase(std::next(it).base());
+            break;
+          }
+        }
+      },
+      ev);
+}
+
+void TimelineStore::finish(uint64_t end_ns) {
+  for (auto& [tid, t] : threads_) {
+    if (t.cur != ThreadState::unknown && t.cur != ThreadState::dead) {
+      ThreadState s = t.cur;
+      move_to(t, s, end_ns);
+    }
+    std::stable_sort(t.spans.begin(), t.spans.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+  }
+}
+
+}  // namespace steptrace

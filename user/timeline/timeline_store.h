@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+// Interval view of every target thread, kept for step reconstruction and
+// attribution: scheduler state segments (with the waker that ended each
+// block), accelerator ioctl spans, TCP send/recv spans, runtime-call spans
+// from uprobes, block requests by issuing thread, and the process tree.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "decode/event.h"
+#include "timeline/thread_table.h"
+
+namespace steptrace {
+
+struct StateSeg {
+  uint64_t start = 0, end = 0;
+  ThreadState state = ThreadState::unknown;
+  uint32_t waker_tid = 0;   // blocked segments: who ended the block
+  uint32_t waker_pid = 0;
+  int32_t blocked_sys = -1; // syscall the thread was blocked in
+  uint32_t preempted_by = 0; // runnable after preemption: the tid that took the CPU
+};
+
+enum class SpanKind : uint8_t { ioctl, net_send, net_recv, nrt_execute, nrt_tensor_write, nrt_tensor_read };
+
+struct Span {
+  uint64_t start = 0, end = 0;
+  SpanKind kind = SpanKind::ioctl;
+  uint32_t cmd = 0;       // ioctl command
+  uint32_t flags = 0;     // ST_ACCEL_* for ioctls
+  uint64_t bytes = 0;
+  uint64_t sock_id = 0;   // net spans
+  int64_t ret = 0;
+};
+
+struct BlockIo {
+  uint64_t start = 0, end = 0;  // issue (or insert) -> complete
+  uint32_t dev = 0, bytes = 0;
+  bool write = false;
+};
+
+struct ThreadTimeline {
+  uint32_t pid = 0, tid = 0;
+  std::vector<StateSeg> segs;     // contiguous, in time order
+  std::vector<Span> spans;        // in end-time order
+  std::vector<BlockIo> block;     // requests this thread caused
+  std::vector<uint64_t> markers;  // steptrace_step() calls
+  // open state
+  ThreadState cur = ThreadState::unknown;
+  uint64_t cur_since = 0;
+  StateSeg pending;
+  std::vector<std::pair<uint32_t, uint64_t>> open_calls;  // uprobe entries (probe, ts)
+};
+
+class TimelineStore {
+ public:
+  void on_event(const Event& e);
+  void finish(uint64_t end_ns);
+
+  const std::unordered_map<uint32_t, ThreadTimeline>& threads() const { return threads_; }
+  const ThreadTimeline* find(uint32_t tid) const;
+  // Parent process of a process, from fork events (0 when unknown).
+  uint32_t parent_of(uint32_t pid) const;
+  const std::map<uint32_t, uint32_t>& parents() const { return parent_; }
+  const std::map<uint64_t, st_sock_tuple>& sockets() const { return socks_; }
+
+ private:
+  ThreadTimeline& get(uint32_t pid, uint32_t tid);
+  void move_to(ThreadTimeline& t, ThreadState s, uint64_t ts);
+
+  std::unordered_map<uint32_t, ThreadTimeline> threads_;
+  std::map<uint32_t, uint32_t> parent_;   // child pid -> parent pid
+  std::map<uint64_t, st_sock_tuple> socks_;
+};
+
+}  // namespace steptrace
