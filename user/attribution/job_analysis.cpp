@@ -236,8 +236,13 @@ void build_steps(RankCtx& r) {
   std::vector<uint64_t> tails;
   uint64_t last_end;
   if (r.res.source == StepSource::marker) {
+    // Each marker opens a step; the time after the last marker is a step only
+    // if the thread kept working for most of a typical period (a final
+    // marker call that closes the loop opens nothing).
     for (size_t k = 1; k < bounds.size(); ++k) tails.push_back(bounds[k] - bounds[k - 1]);
-    last_end = bounds.back() + median(tails);
+    uint64_t period = median(tails);
+    last_end = bounds.back() + period;
+    if (thread_end && thread_end < bounds.back() + period / 2) last_end = bounds.back();
   } else {
     const auto& A = r.anchors;
     for (size_t k = 1; k < A.size(); ++k)
@@ -245,7 +250,7 @@ void build_steps(RankCtx& r) {
     last_end = A.back().end + median(tails);
   }
   if (thread_end && last_end > thread_end) last_end = thread_end;
-  bounds.push_back(last_end);
+  if (last_end > bounds.back()) bounds.push_back(last_end);
   for (size_t k = 0; k + 1 < bounds.size(); ++k) {
     if (bounds[k + 1] <= bounds[k]) continue;
     StepResult st;

@@ -78,6 +78,8 @@ uint64_t monotonic_ns();
 
 // Paths of libnrt.so* and libsteptrace_marker.so* in a /proc/PID/maps text.
 std::vector<std::string> find_probe_libs(const std::string& maps);
+// libnrt / step-marker libraries a program links against (resolved by ld.so).
+std::vector<std::string> resolve_needed_libs(const std::string& cmd);
 
 // `steptrace report FILE`: the same decode -> reorder -> analysis over a capture.
 Result<SessionReport> replay_capture(const std::string& path);

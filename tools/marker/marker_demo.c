@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* A step loop that marks its steps: N steps of (sleep A ms, spin B ms). Used by the tests. */
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "steptrace_marker.h"
+
+static void spin_ms(long ms)
+{
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do {
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	} while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
+}
+
+int main(int argc, char **argv)
+{
+	int steps = argc > 1 ? atoi(argv[1]) : 10;
+	long sleep_ms = argc > 2 ? atol(argv[2]) : 10, spin = argc > 3 ? atol(argv[3]) : 5;
+	for (int i = 0; i < steps; ++i) {
+		steptrace_step((uint64_t)i);
+		usleep((useconds_t)(sleep_ms * 1000));
+		spin_ms(spin);
+	}
+	steptrace_step((uint64_t)steps); /* closes the last step */
+	return 0;
+}
