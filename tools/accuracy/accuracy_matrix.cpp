@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   std::vector<int> loaders_list{0};
   std::string trainsim;
   bool markdown = false;
+  int dump_step = -1;
+  app.add_option("--dump-step", dump_step, "Print truth phases and the traced main-thread timeline of this step (rank 0)");
   app.add_option("--scenario", scenarios, "Scenarios to run");
   app.add_option("--ranks", ranks_list, "Rank counts to run each scenario with");
   app.add_option("--loaders", loaders_list, "Loader worker counts (0: the scenario's default)");
@@ -49,6 +51,37 @@ int main(int argc, char** argv) {
           ++failures;
           continue;
         }
+        if (dump_step >= 0 && !res.truth.rank_data.empty() && !res.report.job.ranks.empty()) {
+          const auto& tr = res.truth.rank_data[0];
+          const auto* tstep = dump_step < static_cast<int>(tr.steps.size()) ? &tr.steps[static_cast<size_t>(dump_step)] : nullptr;
+          if (tstep) {
+            int64_t base = tstep->start_ns;
+            fmt::print("truth step {} [{:.3f}, {:.3f}] ms\n", dump_step, 0.0, (tstep->end_ns - base) / 1e6);
+            for (const auto& ph : tstep->phases)
+              fmt::print("  {:<16} {:<15} {:8.3f} {:8.3f} run_delay {:6.3f} busy {}\n", ph.name, ph.category,
+                         (ph.start_ns - base) / 1e6, (ph.end_ns - base) / 1e6, ph.run_delay_ns / 1e6, ph.busy_wait);
+            uint32_t tid = static_cast<uint32_t>(tr.main_tid);
+            if (const auto* tl = res.report.analysis.timeline.find(tid)) {
+              for (const auto& g : tl->segs)
+                if (static_cast<int64_t>(g.end) > tstep->start_ns && static_cast<int64_t>(g.start) < tstep->end_ns)
+                  fmt::print("  seg {:<10} {:8.3f} {:8.3f} waker {} sys {}\n", steptrace::state_name(g.state),
+                             (static_cast<int64_t>(g.start) - base) / 1e6, (static_cast<int64_t>(g.end) - base) / 1e6,
+                             g.waker_tid, g.blocked_sys);
+              for (const auto& sp : tl->spans)
+                if (static_cast<int64_t>(sp.end) > tstep->start_ns && static_cast<int64_t>(sp.start) < tstep->end_ns)
+                  fmt::print("  span kind {} cmd {:x} {:8.3f} {:8.3f}\n", static_cast<int>(sp.kind), sp.cmd,
+                             (static_cast<int64_t>(sp.start) - base) / 1e6, (static_cast<int64_t>(sp.end) - base) / 1e6);
+            }
+            for (const auto& st : res.report.job.ranks[0].steps)
+              if (st.index == dump_step) {
+                fmt::print("  tracer step [{:.3f}, {:.3f}]:", (static_cast<int64_t>(st.start_ns) - base) / 1e6,
+                           (static_cast<int64_t>(st.end_ns) - base) / 1e6);
+                for (size_t c = 0; c < steptrace::kCategories; ++c)
+                  fmt::print(" {}={:.2f}", steptrace::kCategoryNames[c], st.ns[c] / 1e6);
+                fmt::print("\n");
+              }
+          }
+        }
         double mean_err = 0;
         for (const auto& [c, v] : res.cmp.share_error_pp) mean_err += v;
         mean_err /= static_cast<double>(std::max<size_t>(1, res.cmp.share_error_pp.size()));
@@ -70,7 +103,16 @@ int main(int argc, char** argv) {
                      sc, nr, nl ? std::to_string(nl) : "default", res.truth_gating, res.tracer_verdict,
                      res.cmp.truth_steps, res.cmp.tracer_steps, res.cmp.mean_step_duration_error_pct, worst, wv,
                      strag);
-          for (const auto& [c, v] : res.cmp.share_error_pp) fmt::print("    {:<16} {:6.2f} pp\n", c, v);
+          std::vector<const trainsim::truth::Step*> steps;
+          for (const auto& r : res.truth.rank_data)
+            for (size_t i = 1; i < r.steps.size(); ++i) steps.push_back(&r.steps[i]);
+          auto ts = trainsim::truth::mean_shares(steps);
+          for (const auto& [c, v] : res.cmp.share_error_pp) {
+            double tracer = 0;
+            for (size_t k = 0; k < steptrace::kCategories; ++k)
+              if (steptrace::kCategoryNames[k] == c) tracer = res.report.job.mean_share[k];
+            fmt::print("    {:<16} truth {:5.1f}%  steptrace {:5.1f}%  err {:6.2f} pp\n", c, 100 * ts[c], 100 * tracer, v);
+          }
         }
       }
     }

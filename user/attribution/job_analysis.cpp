@@ -37,6 +37,10 @@ bool is_d2h(const Span& s) {
 bool is_net(const Span& s) { return s.kind == SpanKind::net_send || s.kind == SpanKind::net_recv; }
 bool is_kick(const Span& s) { return s.kind == SpanKind::ioctl && s.cmd == NEURON_CMD_DMA_QUEUE_COPY_START; }
 bool is_ack(const Span& s) { return s.kind == SpanKind::ioctl && s.cmd == NEURON_CMD_DMA_ACK_COMPLETED; }
+// poll, select, epoll_wait, pselect6, ppoll, epoll_pwait, epoll_pwait2 (x86_64)
+bool is_readiness_wait(int32_t nr) {
+  return nr == 7 || nr == 23 || nr == 232 || nr == 270 || nr == 271 || nr == 281 || nr == 441;
+}
 bool is_blocked(ThreadState s) { return s == ThreadState::sleeping || s == ThreadState::disk_wait; }
 
 uint64_t overlap(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1) {
@@ -133,6 +137,56 @@ void split_data_wait(const RankCtx& r, uint64_t s, uint64_t e, uint64_t* io_ns, 
   }
 }
 
+// Runnable-but-not-running time is CPU contention, except while the runtime
+// busy-polls for the device inside nrt_execute: there the device is working
+// anyway and the wait does not lengthen the step. Exceptions inside the
+// execution: waits inside its ioctls (submission and acknowledgement), and
+// the wait during which the device finished: the last runnable stretch
+// before the poller noticed completion (its first ioctl after the queue
+// kicks, or the return) - the step was then waiting for a CPU, not the device.
+void paint_runnable(const ThreadTimeline& t, const StateSeg& g, const std::vector<std::pair<uint64_t, uint64_t>>& exec,
+                    std::vector<Paint>& paints) {
+  constexpr int kPrio = 10;
+  for (const auto& [a, b] : exec) {
+    if (g.end <= a || g.start >= b) continue;
+    if (g.start < a) paints.push_back({g.start, a, kPrio, Category::cpu_contention});
+    if (g.end > b) paints.push_back({b, g.end, kPrio, Category::cpu_contention});
+    uint64_t is = std::max(g.start, a), ie = std::min(g.end, b);
+    // When did the poller notice completion?
+    uint64_t last_kick_end = a, notice = b;
+    for (const auto& sp : t.spans)
+      if (sp.start >= a && sp.end <= b && is_kick(sp)) last_kick_end = std::max(last_kick_end, sp.end);
+    for (const auto& sp : t.spans)
+      if (sp.kind == SpanKind::ioctl && sp.start >= last_kick_end && sp.start < b) {
+        notice = sp.start;
+        break;
+      }
+    bool completion_wait = false;
+    if (is >= notice) {
+      completion_wait = true;
+    } else if (ie <= notice) {
+      completion_wait = true;  // unless a later runnable stretch also ends before `notice`
+      for (const auto& h : t.segs) {
+        if (h.start <= g.start) continue;
+        if (h.end > notice) break;
+        if (h.state == ThreadState::runnable) {
+          completion_wait = false;
+          break;
+        }
+      }
+    }
+    if (completion_wait) {
+      paints.push_back({is, ie, kPrio, Category::cpu_contention});
+    } else {
+      for (const auto& sp : t.spans)
+        if (sp.kind == SpanKind::ioctl && sp.start < ie && sp.end > is)
+          paints.push_back({std::max(sp.start, is), std::min(sp.end, ie), kPrio, Category::cpu_contention});
+    }
+    return;
+  }
+  paints.push_back({g.start, g.end, kPrio, Category::cpu_contention});
+}
+
 void attribute_step(RankCtx& r, StepResult& st) {
   const auto& t = *r.main;
   const uint64_t ws = st.start_ns, we = st.end_ns;
@@ -159,16 +213,28 @@ void attribute_step(RankCtx& r, StepResult& st) {
       paints.push_back({s.start, s.end, 5, Category::dma_submission});
     }
   }
+  // A collective is a run of send/recv calls; the time between them (poll
+  // waits for a peer, reductions on the CPU) belongs to it unless device
+  // work or input copies come in between. A readiness wait (poll, epoll,
+  // select) that ends right before the first call is part of it too.
+  auto other_work_between = [&](uint64_t a, uint64_t b) {
+    for (const auto& [x, y] : exec)
+      if (x < b && y > a) return true;
+    for (const auto& sp : t.spans)
+      if (sp.start < b && sp.end > a && is_h2d(sp)) return true;
+    return false;
+  };
   for (size_t i = 0; i < net.size();) {
     uint64_t cs = net[i]->start, ce = net[i]->end;
     size_t j = i + 1;
-    while (j < net.size()) {
-      bool device_between = false;
-      for (const auto& [a, b] : exec)
-        if (a < net[j]->start && b > ce) device_between = true;
-      if (device_between || net[j]->start > ce + 20'000'000ull) break;
+    while (j < net.size() && !other_work_between(ce, net[j]->start)) {
       ce = std::max(ce, net[j]->end);
       ++j;
+    }
+    for (const auto& g : t.segs) {
+      if (g.end > cs) break;
+      if (is_blocked(g.state) && cs - g.end < 2'000'000ull && is_readiness_wait(g.blocked_sys) && g.start >= ws)
+        cs = g.start;
     }
     paints.push_back({cs, ce, 4, Category::collective});
     if (st.arrival_ns == 0) st.arrival_ns = cs;
@@ -181,7 +247,7 @@ void attribute_step(RankCtx& r, StepResult& st) {
     if (g.start >= we) break;
     switch (g.state) {
       case ThreadState::running: paints.push_back({g.start, g.end, 2, Category::host_overhead}); break;
-      case ThreadState::runnable: paints.push_back({g.start, g.end, 6, Category::cpu_contention}); break;
+      case ThreadState::runnable: paint_runnable(t, g, exec, paints); break;
       case ThreadState::sleeping:
       case ThreadState::disk_wait:
         if (r.loaders.count(g.waker_tid)) {

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+// neuron_check - compares `steptrace run --json -` output with neuron_client's
+// expectations ("NAME COUNT BYTES" lines). jq is not in the guest initramfs.
+//
+//   neuron_check SUMMARY_JSON EXPECT_FILE
+//
+// Passes when every expected command is reported with exactly that count and
+// byte total and no errors, the copy commands show CPU-spin duration, and no
+// other accelerator ioctl is reported (the /dev/null decoy must be filtered).
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: neuron_check SUMMARY_JSON EXPECT_FILE\n");
+    return 2;
+  }
+  std::ifstream jf(argv[1]), ef(argv[2]);
+  std::stringstream ss;
+  ss << jf.rdbuf();
+  std::string text = ss.str();
+  auto brace = text.find('{');  // tolerate anything printed before the JSON
+  if (brace == std::string::npos) {
+    std::printf("neuron_check: FAIL no JSON in %s\n", argv[1]);
+    return 1;
+  }
+  nlohmann::json j = nlohmann::json::parse(text.substr(brace), nullptr, false);
+  if (j.is_discarded() || !j.contains("accel_ioctls")) {
+    std::printf("neuron_check: FAIL unparsable summary or no accel_ioctls\n");
+    return 1;
+  }
+  std::map<std::string, nlohmann::json> got;
+  for (const auto& e : j["accel_ioctls"]) got[e["name"].get<std::string>()] = e;
+
+  int fails = 0;
+  std::string name;
+  unsigned long long count, bytes;
+  std::set<std::string> expected;
+  while (ef >> name >> count >> bytes) {
+    expected.insert(name);
+    auto it = got.find(name);
+    if (it == got.end()) {
+      std::printf("neuron_check: FAIL %s not reported (expected count %llu)\n", name.c_str(), count);
+      ++fails;
+      continue;
+    }
+    const auto& e = it->second;
+    auto c = e["count"].get<unsigned long long>(), b = e["bytes"].get<unsigned long long>();
+    auto errs = e["errors"].get<unsigned long long>(), ns = e["total_ns"].get<unsigned long long>();
+    bool ok = c == count && b == bytes && errs == 0;
+    // Copies spin about 1 us per KiB in the mock driver: demand at least a quarter of that.
+    if (bytes >= 64 * 1024 && ns < bytes / 1024 * 250) ok = false;
+    std::printf("neuron_check: %s %-22s count %llu/%llu bytes %llu/%llu errors %llu total_ns %llu\n",
+                ok ? "ok  " : "FAIL", name.c_str(), c, count, b, bytes, errs, ns);
+    fails += !ok;
+  }
+  for (const auto& [n, e] : got) {
+    if (expected.count(n)) continue;
+    std::printf("neuron_check: FAIL unexpected %s count %llu (filtering by device major broken?)\n", n.c_str(),
+                e["count"].get<unsigned long long>());
+    ++fails;
+  }
+  if (expected.empty()) {
+    std::printf("neuron_check: FAIL empty expectation file\n");
+    ++fails;
+  }
+  if (j.value("incomplete", false)) std::printf("neuron_check: note: report marked incomplete\n");
+  std::printf("neuron_check: %s\n", fails ? "FAIL" : "PASS");
+  return fails ? 1 : 0;
+}

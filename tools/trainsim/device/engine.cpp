@@ -1,0 +1,468 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include "device/engine.h"
+
+#include <sys/prctl.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+#include "device/user_mem.h"
+#include "sim/pacing.h"
+
+namespace trainsim::device {
+
+namespace {
+
+constexpr uint64_t kMaxChunkBytes = 2ull << 30;  // refuse absurd allocations
+constexpr uint64_t kMaxProgramBytes = 64ull << 20;
+constexpr uint32_t kMaxDescs = 4096;
+constexpr int32_t kNrtInvalid = 2;
+constexpr int32_t kNrtExecHwErrCollectives = 1200;
+
+void sleep_until(uint64_t t_ns)
+{
+	timespec ts{static_cast<time_t>(t_ns / 1000000000ull), static_cast<long>(t_ns % 1000000000ull)};
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+	}
+}
+
+} // namespace
+
+uint64_t monotonic_ns()
+{
+	timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+bool Fabric::arrive(uint64_t seq, uint64_t timeout_ms)
+{
+	std::unique_lock lk(mu_);
+	Round &r = rounds_[seq]; // std::map references survive other inserts
+	if (r.failed)
+		return false;
+	if (++r.arrived == participants_) {
+		r.done = true;
+		cv_.notify_all();
+	} else if (!cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms),
+				 [&] { return r.done || r.failed; })) {
+		// A partner died or never came: fail everyone waiting on this round
+		// instead of hanging the job forever.
+		r.failed = true;
+		cv_.notify_all();
+	}
+	bool ok = r.done;
+	if (ok && ++r.left == participants_)
+		rounds_.erase(seq);
+	return ok;
+}
+
+Device::Device(int index, const DeviceConfig &cfg, Fabric &fabric)
+    : index_(index), cfg_(cfg), fabric_(fabric)
+{
+	exec_thread_ = std::thread([this] { exec_loop(); });
+}
+
+Device::~Device()
+{
+	stop();
+}
+
+void Device::stop()
+{
+	{
+		std::lock_guard lk(mu_);
+		stopping_ = true;
+	}
+	cv_.notify_all();
+	if (exec_thread_.joinable())
+		exec_thread_.join();
+}
+
+int Device::read_arg(pid_t tid, uint64_t arg, const void *in, size_t in_size, void *out, size_t size)
+{
+	if (in && in_size >= size) {
+		memcpy(out, in, size);
+		return 0;
+	}
+	return copy_from_user(tid, out, arg, size);
+}
+
+void Device::dma_wait(uint64_t start_ns, uint64_t bytes)
+{
+	// The real driver spins in the kernel until the DMA completes; sleeping
+	// here keeps the caller blocked for the same time without burning the
+	// simulator's CPUs.
+	sleep_until(start_ns + copy_time_ns(bytes, cfg_.pcie_gbps, cfg_.dma_chunk_ns));
+}
+
+int Device::ioctl(pid_t tid, uint32_t cmd, uint64_t arg, const void *in, size_t in_size)
+{
+	counters_.calls++;
+	switch (cmd) {
+	case NEURON_CMD_MEM_ALLOC_V2MT64:
+		return do_mem_alloc(tid, arg);
+	case NEURON_CMD_MEM_FREE:
+		return do_mem_free(tid, arg, in, in_size);
+	case NEURON_CMD_MEM_BUF_COPY64:
+		return do_buf_copy(tid, arg, in, in_size, true);
+	case NEURON_CMD_MEM_BUF_ZEROCOPY64:
+		return do_buf_copy(tid, arg, in, in_size, false);
+	case NEURON_CMD_MEM_COPY64:
+		return do_mem_copy(tid, arg);
+	case NEURON_CMD_PROGRAM_ENGINE_NC64:
+		return do_program(tid, arg, in, in_size);
+	case NEURON_CMD_DMA_COPY_DESCRIPTORS64:
+		return do_copy_descriptors(tid, arg);
+	case NEURON_CMD_DMA_QUEUE_COPY_START:
+		return do_kick(tid, arg);
+	case NEURON_CMD_DMA_ACK_COMPLETED:
+		return do_ack(tid, arg);
+	case NEURON_CMD_SEMAPHORE_INCREMENT:
+	case NEURON_CMD_SEMAPHORE_DECREMENT:
+	case NEURON_CMD_SEMAPHORE_WRITE:
+	case NEURON_CMD_SEMAPHORE_READ:
+		return do_semaphore(tid, cmd, arg, in, in_size);
+	case TRAINSIM_CMD_NOTIFICATIONS_INIT_V2:
+		return do_nq_init(tid, arg);
+	case NEURON_CMD_ACQUIRE_NEURON_DS:
+		return do_acquire_ds(tid, arg);
+	// Lock, reset and queue-setup commands: the sim has one process per
+	// device and nothing to reset, so they succeed at once (all "imm" or
+	// short in the real driver when uncontended).
+	case NEURON_CMD_RELEASE_NEURON_DS:
+	case NEURON_CMD_CRWL_READER_ENTER:
+	case NEURON_CMD_CRWL_READER_EXIT:
+	case NEURON_CMD_CRWL_WRITER_ENTER:
+	case NEURON_CMD_CRWL_WRITER_DOWNGRADE:
+	case NEURON_CMD_CRWL_NC_RANGE_MARK:
+	case NEURON_CMD_CRWL_NC_RANGE_UNMARK:
+	case NEURON_CMD_CINIT_SET_STATE:
+	case NEURON_CMD_NC_RESET:
+	case NEURON_CMD_NC_RESET_READY:
+	case NEURON_CMD_DMA_QUEUE_INIT:
+	case NEURON_CMD_DMA_QUEUE_RELEASE:
+	case NEURON_CMD_DMA_ENG_SET_STATE:
+	case NEURON_CMD_EVENT_SET:
+	case NEURON_CMD_EVENT_GET:
+		return 0;
+	default:
+		counters_.unknown++;
+		return -ENOTTY;
+	}
+}
+
+int Device::do_mem_alloc(pid_t tid, uint64_t arg)
+{
+	neuron_arg_mem_alloc_v2mt64 a{};
+	if (int err = copy_from_user(tid, &a, arg, sizeof(a)))
+		return err;
+	if (a.size == 0 || a.size > kMaxChunkBytes)
+		return -ENOMEM;
+	Chunk c;
+	// new char[] leaves pages untouched until a copy writes them.
+	c.data.reset(new (std::nothrow) char[a.size]);
+	if (!c.data)
+		return -ENOMEM;
+	c.size = a.size;
+	c.host = a.host_memory != 0;
+	uint64_t handle;
+	{
+		std::lock_guard lk(mu_);
+		handle = next_handle_++;
+		chunks_.emplace(handle, std::move(c));
+	}
+	if (int err = copy_to_user(tid, a.mem_handle_ptr, &handle, sizeof(handle))) {
+		std::lock_guard lk(mu_);
+		chunks_.erase(handle);
+		return err;
+	}
+	return 0;
+}
+
+int Device::do_mem_free(pid_t tid, uint64_t arg, const void *in, size_t in_size)
+{
+	neuron_arg_mem_free a{};
+	if (int err = read_arg(tid, arg, in, in_size, &a, sizeof(a)))
+		return err;
+	std::lock_guard lk(mu_);
+	return chunks_.erase(a.mem_handle) ? 0 : -EINVAL;
+}
+
+int Device::do_buf_copy(pid_t tid, uint64_t arg, const void *in, size_t in_size, bool bounce)
+{
+	uint64_t t0 = monotonic_ns();
+	neuron_arg_mem_buf_copy64 a{};
+	if (int err = read_arg(tid, arg, in, in_size, &a, sizeof(a)))
+		return err;
+	char *mem;
+	bool host;
+	{
+		std::lock_guard lk(mu_);
+		auto it = chunks_.find(a.mem_handle);
+		if (it == chunks_.end())
+			return -EINVAL;
+		if (a.offset > it->second.size || a.size > it->second.size - a.offset)
+			return -EINVAL;
+		mem = it->second.data.get() + a.offset;
+		host = it->second.host;
+	}
+	// Real bytes move, so a bad user buffer fails like it would in the driver.
+	int err = a.copy_to_mem_handle ? copy_from_user(tid, mem, a.buffer, a.size)
+				       : copy_to_user(tid, a.buffer, mem, a.size);
+	if (err)
+		return err;
+	counters_.copies++;
+	counters_.copy_bytes += a.size;
+	if (!host) {
+		if (bounce)
+			dma_wait(t0, a.size);
+		else // zero-copy: pinned pages, no bounce chunks, one setup cost
+			sleep_until(t0 + cfg_.dma_chunk_ns + transfer_time_ns(a.size, cfg_.pcie_gbps * 1e9));
+	}
+	return 0;
+}
+
+int Device::do_mem_copy(pid_t tid, uint64_t arg)
+{
+	uint64_t t0 = monotonic_ns();
+	neuron_arg_mem_copy64 a{};
+	if (int err = copy_from_user(tid, &a, arg, sizeof(a)))
+		return err;
+	bool any_device;
+	{
+		std::lock_guard lk(mu_);
+		auto s = chunks_.find(a.src_mem_handle);
+		auto d = chunks_.find(a.dst_mem_handle);
+		if (s == chunks_.end() || d == chunks_.end())
+			return -EINVAL;
+		if (a.src_offset > s->second.size || a.size > s->second.size - a.src_offset ||
+		    a.dst_offset > d->second.size || a.size > d->second.size - a.dst_offset)
+			return -EINVAL;
+		memmove(d->second.data.get() + a.dst_offset, s->second.data.get() + a.src_offset, a.size);
+		any_device = !s->second.host || !d->second.host;
+	}
+	counters_.copies++;
+	counters_.copy_bytes += a.size;
+	if (any_device)
+		dma_wait(t0, a.size);
+	return 0;
+}
+
+int Device::do_program(pid_t tid, uint64_t arg, const void *in, size_t in_size)
+{
+	uint64_t t0 = monotonic_ns();
+	neuron_arg_program_engine_nc64 a{};
+	if (int err = read_arg(tid, arg, in, in_size, &a, sizeof(a)))
+		return err;
+	if (a.size == 0 || a.size > kMaxProgramBytes)
+		return -EINVAL;
+	std::vector<char> code(a.size);
+	if (int err = copy_from_user(tid, code.data(), a.buffer, a.size))
+		return err;
+	if (a.size >= sizeof(trainsim_neff)) {
+		trainsim_neff neff;
+		memcpy(&neff, code.data(), sizeof(neff));
+		if (neff.magic == TRAINSIM_NEFF_MAGIC) {
+			std::lock_guard lk(mu_);
+			Program &p = programs_[{tgid_of(tid), a.nc_id}];
+			p.neff = neff;
+			p.valid = true;
+		}
+	}
+	dma_wait(t0, a.size);
+	return 0;
+}
+
+int Device::do_copy_descriptors(pid_t tid, uint64_t arg)
+{
+	uint64_t t0 = monotonic_ns();
+	neuron_arg_dma_copy_descriptors64 a{};
+	if (int err = copy_from_user(tid, &a, arg, sizeof(a)))
+		return err;
+	if (a.num_descs == 0 || a.num_descs > kMaxDescs)
+		return -EINVAL;
+	std::vector<trainsim_desc> descs(a.num_descs);
+	size_t bytes = a.num_descs * sizeof(trainsim_desc);
+	if (int err = copy_from_user(tid, descs.data(), a.buffer, bytes))
+		return err;
+	pid_t tgid = tgid_of(tid);
+	bool device_ring;
+	{
+		std::lock_guard lk(mu_);
+		auto it = chunks_.find(a.mem_handle);
+		if (it == chunks_.end())
+			return -EINVAL;
+		if (a.offset > it->second.size || bytes > it->second.size - a.offset)
+			return -EINVAL;
+		memcpy(it->second.data.get() + a.offset, descs.data(), bytes);
+		device_ring = !it->second.host;
+		for (const auto &d : descs)
+			if (d.op == TRAINSIM_DESC_OP_EXEC)
+				pending_[tgid].push_back(ExecJob{tgid, d.nc_id, d.seq, 0});
+	}
+	// A ring in device memory is written by DMA (spin in the real driver).
+	if (device_ring)
+		dma_wait(t0, bytes);
+	return 0;
+}
+
+int Device::do_kick(pid_t tid, uint64_t arg)
+{
+	neuron_arg_dma_queue_copy_start a{};
+	if (int err = copy_from_user(tid, &a, arg, sizeof(a)))
+		return err;
+	counters_.kicks++;
+	if (a.eng_id != TRAINSIM_EXEC_ENGINE)
+		return 0; // input queues: the doorbell only moves a tail pointer
+	pid_t tgid = tgid_of(tid);
+	uint64_t now = monotonic_ns();
+	{
+		std::lock_guard lk(mu_);
+		auto it = pending_.find(tgid);
+		if (it == pending_.end() || it->second.empty())
+			return 0;
+		for (auto &job : it->second) {
+			job.t_kick_ns = now;
+			queue_.push_back(job);
+		}
+		it->second.clear();
+	}
+	cv_.notify_all();
+	return 0;
+}
+
+int Device::do_ack(pid_t tid, uint64_t arg)
+{
+	neuron_arg_dma_ack_completed a{};
+	if (int err = copy_from_user(tid, &a, arg, sizeof(a)))
+		return err;
+	counters_.acks++;
+	return 0;
+}
+
+int Device::do_semaphore(pid_t tid, uint32_t cmd, uint64_t arg, const void *in, size_t in_size)
+{
+	neuron_arg_semaphore a{};
+	if (int err = read_arg(tid, arg, in, in_size, &a, sizeof(a)))
+		return err;
+	if (a.index >= semaphores_.size())
+		return -EINVAL;
+	std::lock_guard lk(mu_);
+	uint32_t &s = semaphores_[a.index];
+	switch (cmd) {
+	case NEURON_CMD_SEMAPHORE_INCREMENT:
+		s += a.value;
+		return 0;
+	case NEURON_CMD_SEMAPHORE_DECREMENT:
+		s -= a.value;
+		return 0;
+	case NEURON_CMD_SEMAPHORE_WRITE:
+		s = a.value;
+		return 0;
+	default: // READ: value goes back at its offset in the caller's struct
+		return copy_to_user(tid, arg + offsetof(neuron_arg_semaphore, value), &s, sizeof(s));
+	}
+}
+
+int Device::do_nq_init(pid_t tid, uint64_t arg)
+{
+	trainsim_nq_init_v2 a{};
+	if (int err = copy_from_user(tid, &a, arg, sizeof(a)))
+		return err;
+	uint32_t entries = a.size / sizeof(trainsim_nq_entry);
+	if (entries == 0 || a.mmap_offset == 0)
+		return -EINVAL;
+	uint64_t handle;
+	{
+		std::lock_guard lk(mu_);
+		pid_t tgid = tgid_of(tid);
+		nqs_[tgid] = NotifyQueue{tgid, a.mmap_offset, entries};
+		handle = next_handle_++;
+	}
+	return copy_to_user(tid, arg + offsetof(trainsim_nq_init_v2, mem_handle), &handle, sizeof(handle));
+}
+
+int Device::do_acquire_ds(pid_t tid, uint64_t arg)
+{
+	neuron_arg_neuron_ds_info a{};
+	if (int err = copy_from_user(tid, &a, arg, sizeof(a)))
+		return err;
+	a.mmap_offset = 0x40000000ull + static_cast<uint64_t>(index_) * 0x100000ull;
+	a.size = 256 * 1024;
+	return copy_to_user(tid, arg, &a, sizeof(a));
+}
+
+void Device::post(const NotifyQueue &nq, const ExecJob &job, trainsim_nq_entry entry)
+{
+	uint64_t slot = nq.addr + (job.seq % nq.entries) * sizeof(trainsim_nq_entry);
+	entry.seq = job.seq;
+	// Two writes: payload, then seq, so the poller never sees a seq whose
+	// payload is still in flight.
+	if (copy_to_user(nq.tgid, slot, &entry, offsetof(trainsim_nq_entry, seq)) == 0)
+		copy_to_user(nq.tgid, slot + offsetof(trainsim_nq_entry, seq), &entry.seq, sizeof(entry.seq));
+}
+
+void Device::exec_loop()
+{
+	char name[16];
+	snprintf(name, sizeof(name), "nrt-device%d", index_);
+	prctl(PR_SET_NAME, name);
+	prctl(PR_SET_TIMERSLACK, 1UL); // sub-50us wakeups for a faithful compute time
+	for (;;) {
+		ExecJob job;
+		Program prog;
+		NotifyQueue nq;
+		{
+			std::unique_lock lk(mu_);
+			cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+			if (stopping_)
+				return;
+			job = queue_.front();
+			queue_.pop_front();
+			auto p = programs_.find({job.tgid, job.nc});
+			if (p != programs_.end())
+				prog = p->second;
+			auto q = nqs_.find(job.tgid);
+			if (q == nqs_.end())
+				continue; // nobody to tell: the runtime never set up its NQ
+			nq = q->second;
+		}
+		trainsim_nq_entry e{};
+		e.t_start_ns = monotonic_ns();
+		if (!prog.valid) {
+			e.status = kNrtInvalid;
+			e.t_compute_end_ns = e.t_cc_ready_ns = e.t_done_ns = e.t_start_ns;
+			post(nq, job, e);
+			continue;
+		}
+		e.planned_compute_ns = prog.neff.compute_ns;
+		// The engine computes without the host: sleep, burn no host CPU.
+		sleep_until(e.t_start_ns + prog.neff.compute_ns);
+		e.t_compute_end_ns = monotonic_ns();
+		e.t_cc_ready_ns = e.t_compute_end_ns;
+		e.t_done_ns = e.t_compute_end_ns;
+		if (prog.neff.cc_bytes > 0 && prog.neff.cc_ranks > 1) {
+			if (static_cast<int>(prog.neff.cc_ranks) != cfg_.devices) {
+				e.status = kNrtInvalid;
+			} else if (!fabric_.arrive(job.seq, cfg_.collective_timeout_ms)) {
+				e.status = kNrtExecHwErrCollectives;
+				e.t_cc_ready_ns = e.t_done_ns = monotonic_ns();
+			} else {
+				e.t_cc_ready_ns = monotonic_ns();
+				e.planned_cc_xfer_ns =
+					device_allreduce_ns(prog.neff.cc_bytes, static_cast<int>(prog.neff.cc_ranks),
+							    cfg_.link_gbps);
+				sleep_until(e.t_cc_ready_ns + e.planned_cc_xfer_ns);
+				e.t_done_ns = monotonic_ns();
+			}
+		}
+		counters_.executions++;
+		post(nq, job, e);
+	}
+}
+
+} // namespace trainsim::device

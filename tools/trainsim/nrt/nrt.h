@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * nrt.h - the fake Neuron runtime (libnrt.so.1) that trainsim links to.
+ *
+ * Entry points keep the real libnrt names and C ABI (SDK
+ * src/libnrt/include/nrt/nrt.h) so steptrace's uprobes on nrt_execute,
+ * nrt_tensor_write and nrt_tensor_read attach the same way. Types are
+ * simplified; the trainsim_* functions at the end exist only in the sim.
+ *
+ * Device selection: the real runtime uses NEURON_RT_VISIBLE_CORES and
+ * /dev/neuronN. The sim opens the file named by $TRAINSIM_NEURON_DEVICE.
+ */
+#ifndef TRAINSIM_NRT_H
+#define TRAINSIM_NRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+	NRT_SUCCESS = 0,
+	NRT_FAILURE = 1,
+	NRT_INVALID = 2,
+	NRT_INVALID_HANDLE = 3,
+	NRT_RESOURCE = 4,
+	NRT_TIMEOUT = 5,
+	NRT_HW_ERROR = 6,
+	NRT_UNINITIALIZED = 13,
+	NRT_CLOSED = 14,
+	NRT_EXEC_HW_ERR_COLLECTIVES = 1200,
+} NRT_STATUS;
+
+typedef enum {
+	NRT_FRAMEWORK_TYPE_INVALID = 0,
+	NRT_FRAMEWORK_TYPE_NO_FW = 1,
+	NRT_FRAMEWORK_TYPE_TENSORFLOW = 2,
+	NRT_FRAMEWORK_TYPE_PYTORCH = 3,
+	NRT_FRAMEWORK_TYPE_MXNET = 4,
+} nrt_framework_type_t;
+
+typedef enum {
+	NRT_TENSOR_PLACEMENT_DEVICE = 0,
+	NRT_TENSOR_PLACEMENT_HOST = 1,
+	NRT_TENSOR_PLACEMENT_VIRTUAL = 2,
+} nrt_tensor_placement_t;
+
+typedef struct nrt_model nrt_model_t;
+typedef struct nrt_tensor nrt_tensor_t;
+typedef struct nrt_tensor_set nrt_tensor_set_t;
+
+#define NRT_API __attribute__((visibility("default"), noinline))
+
+NRT_API NRT_STATUS nrt_init(nrt_framework_type_t framework, const char *fw_version, const char *fal_version);
+NRT_API void nrt_close(void);
+/* neff_bytes: a struct trainsim_neff followed by any padding (sim_protocol.h). */
+NRT_API NRT_STATUS nrt_load(const void *neff_bytes, size_t size, int32_t start_nc, int32_t nc_count,
+			    nrt_model_t **model);
+NRT_API NRT_STATUS nrt_unload(nrt_model_t *model);
+NRT_API NRT_STATUS nrt_tensor_allocate(nrt_tensor_placement_t tensor_placement, int logical_nc_id, size_t size,
+				       const char *name, nrt_tensor_t **tensor);
+NRT_API void nrt_tensor_free(nrt_tensor_t **tensor);
+/* One MEM_BUF_COPY64 ioctl per call (host -> device). */
+NRT_API NRT_STATUS nrt_tensor_write(nrt_tensor_t *tensor, const void *buf, size_t offset, size_t size);
+/* One MEM_BUF_COPY64 ioctl per call (device -> host). */
+NRT_API NRT_STATUS nrt_tensor_read(const nrt_tensor_t *tensor, void *buf, size_t offset, size_t size);
+NRT_API NRT_STATUS nrt_allocate_tensor_set(nrt_tensor_set_t **result);
+NRT_API void nrt_destroy_tensor_set(nrt_tensor_set_t **tensor_set);
+NRT_API NRT_STATUS nrt_add_tensor_to_tensor_set(nrt_tensor_set_t *tensor_set, const char *tensor_name,
+						nrt_tensor_t *tensor);
+/* DMA_COPY_DESCRIPTORS64 + DMA_QUEUE_COPY_START kicks, then busy-polls the
+ * notification queue with sched_yield() between polls, then
+ * DMA_ACK_COMPLETED. Synchronous, like the real default. */
+NRT_API NRT_STATUS nrt_execute(nrt_model_t *model, const nrt_tensor_set_t *input_set,
+			       nrt_tensor_set_t *output_set);
+
+/* ---- sim only: what the device reported for the last execution ---- */
+struct trainsim_exec_info {
+	uint64_t seq;
+	uint64_t t_enter_ns;        /* nrt_execute entered */
+	uint64_t t_kicked_ns;       /* last queue kick returned */
+	uint64_t t_dev_start_ns;    /* device timestamps from the NQ entry */
+	uint64_t t_compute_end_ns;
+	uint64_t t_cc_ready_ns;
+	uint64_t t_done_ns;
+	uint64_t t_seen_ns;         /* the poll loop saw the completion */
+	uint64_t t_return_ns;       /* after DMA_ACK_COMPLETED */
+	uint64_t planned_compute_ns;
+	uint64_t planned_cc_xfer_ns;
+	uint64_t polls;             /* sched_yield calls while waiting */
+	int32_t status;
+};
+NRT_API int trainsim_nrt_last_exec(struct trainsim_exec_info *out);
+/* The device file libnrt opened, or NULL before nrt_init. */
+NRT_API const char *trainsim_nrt_device_path(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TRAINSIM_NRT_H */

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include "sim/cli.h"
+
+#include <functional>
+#include <iostream>
+#include <sstream>
+#include <utility>
+
+#include <CLI/CLI.hpp>
+
+namespace trainsim {
+
+namespace {
+
+const char *kExamples = R"(
+EXAMPLES:
+  trainsim --scenario data-bound --truth /tmp/truth.json
+  trainsim --scenario collective-bound --net-mbit 800 --steps 10
+  trainsim --ranks 4 --compute-ms 20 --loader-workers 1 --preprocess-ms 30
+  trainsim --list-scenarios
+Scenarios: compute-bound (default), data-bound, dma-bound, collective-bound,
+straggler, host-bound, contention. Sizes accept k/m/g suffixes (1024-based).
+)";
+
+} // namespace
+
+CliOutcome parse_cli(const std::vector<std::string> &args)
+{
+	CliOutcome out;
+	CLI::App app{"trainsim: a Trainium training-host simulator with ground truth"};
+	app.footer(kExamples);
+	Knobs cli;        // values as typed; only options the user gave are used
+	std::string loader_mode = "process";
+	std::string noise_cpus;
+	bool list = false;
+	// (option, copy that knob from `cli` into the resolved knobs)
+	std::vector<std::pair<CLI::Option *, std::function<void(Knobs &)>>> knobs;
+	auto reg = [&](CLI::Option *o, std::function<void(Knobs &)> f) { knobs.emplace_back(o, std::move(f)); return o; };
+#define TS_KNOB(flag, field, desc) reg(app.add_option(flag, cli.field, desc), [&](Knobs &k) { k.field = cli.field; })
+#define TS_SIZE(flag, field, desc) TS_KNOB(flag, field, desc)->transform(CLI::AsSizeValue(false))
+
+	app.add_option("--scenario", cli.scenario, "named scenario (sets defaults for the knobs below)")
+		->check(CLI::IsMember(scenario_names()))
+		->group("Job");
+	app.add_flag("--list-scenarios", list, "print the scenario names and exit")->group("Job");
+	TS_KNOB("-r,--ranks", ranks, "ranks (processes), like torchrun --nproc-per-node")->group("Job");
+	CLI::Option *steps_opt = TS_KNOB("-s,--steps", steps, "training steps per rank (a cap when --duration is set)")->group("Job");
+	TS_KNOB("-d,--duration", duration_s, "stop after this many seconds (0: run --steps)")->group("Job");
+
+	TS_KNOB("--loader-workers", loader_workers, "data-loader workers per rank")->group("Data loading");
+	reg(app.add_option("--loader-mode", loader_mode, "workers are processes (like PyTorch) or threads")
+		    ->check(CLI::IsMember({"process", "thread"})),
+	    [&](Knobs &k) { k.loader_mode = *parse_loader_mode(loader_mode); })
+		->group("Data loading");
+	TS_KNOB("--prefetch", prefetch, "batches in flight per worker (prefetch_factor)")->group("Data loading");
+	TS_KNOB("--batch-samples", batch_samples, "sample files read per batch")->group("Data loading");
+	TS_SIZE("--sample-bytes", sample_bytes, "bytes per sample file (multiple of 4096)")->group("Data loading");
+	TS_KNOB("--dataset-samples", dataset_samples, "sample files in the dataset")->group("Data loading");
+	TS_KNOB("--preprocess-ms", preprocess_ms, "CPU time of preprocessing per batch")->group("Data loading");
+	CLI::Option *straggler_opt =
+		TS_KNOB("--straggler-rank", straggler_rank, "rank whose loaders are slow (-1: none)")->group("Data loading");
+	TS_KNOB("--straggler-slowdown", straggler_slowdown, "preprocessing multiplier on the straggler")
+		->group("Data loading");
+
+	TS_SIZE("--copy-bytes", copy_bytes, "host->device input bytes per step")->group("DMA");
+	TS_SIZE("--copy-chunk-bytes", copy_chunk_bytes, "bytes per nrt_tensor_write (one MEM_BUF_COPY64)")
+		->group("DMA");
+	TS_KNOB("--pcie-gbps", pcie_gbps, "host<->device copy bandwidth, GB/s")->group("DMA");
+	TS_KNOB("--dma-chunk-ns", dma_chunk_ns, "fixed cost per 64 KiB DMA bounce chunk, ns")->group("DMA");
+
+	TS_KNOB("--compute-ms", compute_ms, "device compute per execution")->group("Device");
+	TS_SIZE("--device-cc-bytes", device_cc_bytes, "device all-reduce bytes per execution (0: none)")
+		->group("Device");
+	TS_KNOB("--link-gbps", link_gbps, "device collective link bandwidth, GB/s")->group("Device");
+	TS_KNOB("--input-queues", input_queues, "DMA queues kicked per execution")->group("Device");
+
+	TS_SIZE("--host-cc-bytes", host_cc_bytes, "host TCP ring all-reduce bytes per step (0: none)")
+		->group("Collectives");
+	TS_KNOB("--net-mbit", net_mbit, "SO_MAX_PACING_RATE per socket, Mbit/s (0: unlimited)")->group("Collectives");
+
+	TS_KNOB("--host-ms", host_ms, "host CPU time per step (Python overhead)")->group("Host");
+	TS_KNOB("--noise", noise_per_cpu, "noisy-neighbour hog processes per CPU (outside the job)")->group("Host");
+	reg(app.add_option("--noise-cpus", noise_cpus, "CPUs for the hogs, e.g. 0,2-3 (default: all)"),
+	    [&](Knobs &) {})
+		->group("Host");
+	reg(app.add_flag("--pin-main", cli.pin_main, "pin rank r's main thread to CPU r % ncpus"),
+	    [&](Knobs &k) { k.pin_main = cli.pin_main; })
+		->group("Host");
+
+	TS_KNOB("--data-dir", data_dir, "dataset directory (default: fresh temp dir on disk, removed after)")
+		->group("Paths");
+	TS_KNOB("--dev-dir", dev_dir, "FUSE mount point for the devices (default: fresh temp dir)")->group("Paths");
+	TS_KNOB("--truth", truth_path, "write the ground-truth JSON here")->group("Paths");
+	reg(app.add_flag("-v,--verbose", cli.verbose, "more output on stderr"), [&](Knobs &k) { k.verbose = cli.verbose; })
+		->group("Paths");
+#undef TS_SIZE
+#undef TS_KNOB
+
+	std::vector<std::string> rev(args.rbegin(), args.rend()); // CLI11 wants them reversed
+	try {
+		app.parse(rev);
+	} catch (const CLI::CallForHelp &e) {
+		std::cout << app.help();
+		out.code = 0;
+		return out;
+	} catch (const CLI::ParseError &e) {
+		out.code = 2;
+		out.error = e.what();
+		return out;
+	}
+	if (list) {
+		for (const auto &n : scenario_names())
+			std::cout << n << "\n";
+		return out;
+	}
+	Knobs k = *scenario_knobs(cli.scenario);
+	for (auto &[opt, apply] : knobs)
+		if (opt->count() > 0)
+			apply(k);
+	// The straggler scenario means "the last rank", whatever --ranks says.
+	if (k.scenario == "straggler" && straggler_opt->count() == 0)
+		k.straggler_rank = k.ranks - 1;
+	// --duration alone runs until the deadline; --steps then only caps it.
+	if (k.duration_s > 0 && steps_opt->count() == 0)
+		k.steps = 1000000;
+	auto cpus = parse_cpu_list(noise_cpus);
+	if (!cpus) {
+		out.code = 2;
+		out.error = "--noise-cpus: cannot parse '" + noise_cpus + "' (want e.g. 0,2-3)";
+		return out;
+	}
+	k.noise_cpus = *cpus;
+	if (std::string err = validate(k); !err.empty()) {
+		out.code = 2;
+		out.error = err;
+		return out;
+	}
+	out.run = true;
+	out.knobs = k;
+	return out;
+}
+
+CliOutcome parse_cli(int argc, char **argv)
+{
+	std::vector<std::string> args;
+	for (int i = 1; i < argc; i++)
+		args.emplace_back(argv[i]);
+	return parse_cli(args);
+}
+
+} // namespace trainsim

@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include "sim/knobs.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace trainsim {
+
+const std::vector<std::string> &scenario_names()
+{
+	static const std::vector<std::string> n{"compute-bound", "data-bound", "dma-bound", "collective-bound",
+						"straggler",     "host-bound", "contention"};
+	return n;
+}
+
+// Each scenario starts from the balanced compute-bound defaults and moves
+// one thing far enough that it gates every step on a 2-core machine. Sizes
+// keep a 20-step run at a few seconds.
+//
+// Scenarios whose bottleneck is inside each rank (data, DMA, host,
+// contention) turn the device collective off: with it, the ranks are
+// lock-stepped and whichever rank is a little slower makes the others wait
+// in the collective, which would blur the one thing the scenario plants.
+std::optional<Knobs> scenario_knobs(const std::string &name)
+{
+	Knobs k;
+	k.scenario = name;
+	if (name == "compute-bound") {
+		// defaults: 40 ms device compute, everything else small
+	} else if (name == "data-bound") {
+		// One loader per rank, heavy preprocessing, bigger O_DIRECT reads. No
+		// device collective: ranks are not coupled, so each main thread waits
+		// for its own loader (not for the other rank in a collective).
+		k.loader_workers = 1;
+		k.preprocess_ms = 40;
+		k.device_cc_bytes = 0;
+		k.batch_samples = 8;
+		k.sample_bytes = 512 * 1024;
+		k.compute_ms = 5;
+		k.host_ms = 1;
+	} else if (name == "dma-bound") {
+		// Many small copies over a slow link: 384 x 64 KiB at 1 GB/s.
+		k.copy_bytes = 24ull << 20;
+		k.copy_chunk_bytes = 64 * 1024;
+		k.pcie_gbps = 1.0;
+		k.compute_ms = 8;
+		k.host_ms = 1;
+		k.device_cc_bytes = 0;
+	} else if (name == "collective-bound") {
+		// Large gradients over a paced host network: 16 MiB at 400 MB/s.
+		k.host_cc_bytes = 16ull << 20;
+		k.net_mbit = 3200;
+		k.compute_ms = 10;
+		k.host_ms = 1;
+	} else if (name == "straggler") {
+		// The last rank's loader is 12x slower; the others wait for it in the
+		// host all-reduce. No device collective, so the wait is on sockets.
+		k.loader_workers = 1;
+		k.straggler_rank = k.ranks - 1;
+		k.straggler_slowdown = 12;
+		k.device_cc_bytes = 0;
+		k.host_cc_bytes = 1 << 20;
+		k.compute_ms = 15;
+		k.host_ms = 1;
+	} else if (name == "host-bound") {
+		// Pinned so the two main threads never share a CPU (wake-affine
+		// placement would otherwise stack them and turn this into contention).
+		k.host_ms = 40;
+		k.compute_ms = 10;
+		k.pin_main = true;
+		k.device_cc_bytes = 0;
+	} else if (name == "contention") {
+		// Host CPU phase on a pinned main thread, two hogs on every CPU.
+		k.host_ms = 12;
+		k.compute_ms = 10;
+		k.noise_per_cpu = 2;
+		k.pin_main = true;
+		k.device_cc_bytes = 0;
+	} else {
+		return std::nullopt;
+	}
+	return k;
+}
+
+std::optional<LoaderMode> parse_loader_mode(const std::string &s)
+{
+	if (s == "process")
+		return LoaderMode::kProcess;
+	if (s == "thread")
+		return LoaderMode::kThread;
+	return std::nullopt;
+}
+
+const char *loader_mode_name(LoaderMode m)
+{
+	return m == LoaderMode::kProcess ? "process" : "thread";
+}
+
+std::optional<std::vector<int>> parse_cpu_list(const std::string &s)
+{
+	std::vector<int> out;
+	if (s.empty())
+		return out;
+	std::stringstream ss(s);
+	std::string item;
+	while (std::getline(ss, item, ',')) {
+		if (item.empty())
+			return std::nullopt;
+		char *end;
+		long a = std::strtol(item.c_str(), &end, 10);
+		long b = a;
+		if (end == item.c_str() || a < 0)
+			return std::nullopt;
+		if (*end == '-') {
+			const char *p = end + 1;
+			b = std::strtol(p, &end, 10);
+			if (end == p || b < a)
+				return std::nullopt;
+		}
+		if (*end != '\0' || b > 4095)
+			return std::nullopt;
+		for (long c = a; c <= b; c++)
+			out.push_back(static_cast<int>(c));
+	}
+	return out;
+}
+
+std::string validate(const Knobs &k)
+{
+	std::ostringstream e;
+	if (k.ranks < 1 || k.ranks > 16)
+		e << "--ranks must be 1..16 (got " << k.ranks << ")";
+	else if (k.steps < 1)
+		e << "--steps must be >= 1 (got " << k.steps << ")";
+	else if (k.duration_s < 0)
+		e << "--duration must be >= 0";
+	else if (k.loader_workers < 1 || k.loader_workers > 32)
+		e << "--loader-workers must be 1..32 (got " << k.loader_workers << ")";
+	else if (k.prefetch < 1 || k.prefetch > 16)
+		e << "--prefetch must be 1..16 (got " << k.prefetch << ")";
+	else if (k.batch_samples < 1 || k.batch_samples > 1024)
+		e << "--batch-samples must be 1..1024";
+	else if (k.sample_bytes == 0 || k.sample_bytes % 4096 != 0 || k.sample_bytes > (64ull << 20))
+		e << "--sample-bytes must be a non-zero multiple of 4096 up to 64 MiB (O_DIRECT alignment), got "
+		  << k.sample_bytes;
+	else if (k.dataset_samples < 1 || k.dataset_samples > 100000)
+		e << "--dataset-samples must be 1..100000";
+	else if (k.sample_bytes * static_cast<uint64_t>(k.dataset_samples) > (4ull << 30))
+		e << "dataset larger than 4 GiB (--sample-bytes x --dataset-samples)";
+	else if (k.preprocess_ms < 0 || k.compute_ms < 0 || k.host_ms < 0)
+		e << "times (--preprocess-ms, --compute-ms, --host-ms) must be >= 0";
+	else if (k.copy_bytes > (1ull << 30))
+		e << "--copy-bytes must be <= 1 GiB";
+	else if (k.copy_bytes > 0 && k.copy_chunk_bytes == 0)
+		e << "--copy-chunk-bytes must be > 0";
+	else if (k.pcie_gbps <= 0 || k.link_gbps <= 0)
+		e << "--pcie-gbps and --link-gbps must be > 0";
+	else if (k.input_queues < 1 || k.input_queues > 64)
+		e << "--input-queues must be 1..64";
+	else if (k.host_cc_bytes > (1ull << 30) || k.device_cc_bytes > (1ull << 34))
+		e << "collective sizes too large (host <= 1 GiB)";
+	else if (k.net_mbit < 0)
+		e << "--net-mbit must be >= 0";
+	else if (k.straggler_rank >= k.ranks)
+		e << "--straggler-rank " << k.straggler_rank << " does not exist with " << k.ranks << " ranks";
+	else if (k.straggler_slowdown < 1.0)
+		e << "--straggler-slowdown must be >= 1";
+	else if (k.noise_per_cpu < 0 || k.noise_per_cpu > 16)
+		e << "--noise must be 0..16 hogs per CPU";
+	return e.str();
+}
+
+std::string knobs_to_json(const Knobs &k)
+{
+	nlohmann::json j{
+		{"scenario", k.scenario},
+		{"ranks", k.ranks},
+		{"steps", k.steps},
+		{"duration_s", k.duration_s},
+		{"loader_workers", k.loader_workers},
+		{"loader_mode", loader_mode_name(k.loader_mode)},
+		{"prefetch", k.prefetch},
+		{"batch_samples", k.batch_samples},
+		{"sample_bytes", k.sample_bytes},
+		{"dataset_samples", k.dataset_samples},
+		{"preprocess_ms", k.preprocess_ms},
+		{"copy_bytes", k.copy_bytes},
+		{"copy_chunk_bytes", k.copy_chunk_bytes},
+		{"pcie_gbps", k.pcie_gbps},
+		{"dma_chunk_ns", k.dma_chunk_ns},
+		{"compute_ms", k.compute_ms},
+		{"device_cc_bytes", k.device_cc_bytes},
+		{"link_gbps", k.link_gbps},
+		{"input_queues", k.input_queues},
+		{"host_cc_bytes", k.host_cc_bytes},
+		{"net_mbit", k.net_mbit},
+		{"host_ms", k.host_ms},
+		{"straggler_rank", k.straggler_rank},
+		{"straggler_slowdown", k.straggler_slowdown},
+		{"noise_per_cpu", k.noise_per_cpu},
+		{"noise_cpus", k.noise_cpus},
+		{"pin_main", k.pin_main},
+		{"data_dir", k.data_dir},
+		{"dev_dir", k.dev_dir},
+	};
+	return j.dump();
+}
+
+} // namespace trainsim

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+// knobs.h - every setting of a simulated training job, the named scenarios
+// that plant one bottleneck each, and validation.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainsim {
+
+enum class LoaderMode { kProcess, kThread };
+
+struct Knobs {
+	std::string scenario = "compute-bound";
+
+	// Job shape.
+	int ranks = 2;
+	int steps = 20;
+	double duration_s = 0; // >0: stop after this long (steps becomes a cap)
+
+	// Data loading (per rank). One batch = batch_samples sample files read
+	// with O_DIRECT, then preprocess_ms of CPU work.
+	int loader_workers = 2;
+	LoaderMode loader_mode = LoaderMode::kProcess;
+	int prefetch = 2;           // batches in flight per worker (PyTorch prefetch_factor)
+	int batch_samples = 4;
+	uint64_t sample_bytes = 256 * 1024; // multiple of 4096 (O_DIRECT)
+	int dataset_samples = 64;
+	double preprocess_ms = 4;   // CPU time per batch
+
+	// Host -> device input copies per step (nrt_tensor_write calls).
+	uint64_t copy_bytes = 1 << 20;
+	uint64_t copy_chunk_bytes = 1 << 20; // bytes per nrt_tensor_write
+	double pcie_gbps = 8.0;
+	uint64_t dma_chunk_ns = 1000;       // per 64 KiB bounce chunk
+
+	// Device execution.
+	double compute_ms = 40;
+	uint64_t device_cc_bytes = 4 << 20; // device all-reduce inside each execution
+	double link_gbps = 50.0;
+	int input_queues = 3;               // DMA_QUEUE_COPY_START kicks per execution
+
+	// Host-side (gloo-like) ring all-reduce over loopback TCP after execute.
+	uint64_t host_cc_bytes = 0;
+	double net_mbit = 0; // SO_MAX_PACING_RATE per socket, Mbit/s; 0 = unlimited
+
+	// Host CPU phase after the step ("Python overhead").
+	double host_ms = 2;
+
+	// Straggler: this rank's loaders are slowdown x slower (preprocessing).
+	int straggler_rank = -1;
+	double straggler_slowdown = 1.0;
+
+	// CPU contention: noise hog processes per CPU in noise_cpus (empty = all
+	// online CPUs), started outside the job's process tree.
+	int noise_per_cpu = 0;
+	std::vector<int> noise_cpus;
+	bool pin_main = false; // pin rank r's main thread to CPU r % ncpus
+
+	// Paths.
+	std::string data_dir; // empty: fresh temp dir on a real disk
+	std::string dev_dir;  // empty: fresh temp dir
+	std::string truth_path;
+	bool verbose = false;
+};
+
+const std::vector<std::string> &scenario_names();
+
+// Knobs for a named scenario (defaults + that scenario's overrides), or
+// nullopt for an unknown name.
+std::optional<Knobs> scenario_knobs(const std::string &name);
+
+// Empty when the knobs are usable, else a message naming the bad knob.
+std::string validate(const Knobs &k);
+
+// "process" / "thread".
+std::optional<LoaderMode> parse_loader_mode(const std::string &s);
+const char *loader_mode_name(LoaderMode m);
+
+// Parses "0,2-3" into {0,2,3}; nullopt on a malformed list.
+std::optional<std::vector<int>> parse_cpu_list(const std::string &s);
+
+// The knobs as a JSON object text (recorded in the ground truth).
+std::string knobs_to_json(const Knobs &k);
+
+} // namespace trainsim

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+// rank.h - one training process: data loaders, the fake runtime, the step
+// loop, and the ground truth of every step.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "sim/knobs.h"
+
+namespace trainsim {
+
+struct RankContext {
+	Knobs knobs;
+	int rank = 0;
+	std::string device_path;
+	std::string data_dir;
+	int listen_fd = -1;      // this rank's host-collective listener
+	uint16_t next_port = 0;  // the next rank's listener
+	// --duration: rank 0 publishes the first step nobody should start, in
+	// memory shared by all ranks (see rank.cpp for why it is 2 steps ahead).
+	std::atomic<int64_t> *stop_step = nullptr;
+	int64_t deadline_ns = 0; // 0: no deadline
+	std::string truth_out;   // this rank's ground truth (one-rank truth file)
+};
+
+// Runs the rank to completion in the calling process. Returns an exit code.
+int run_rank(const RankContext &ctx);
+
+// Builds the program bytes nrt_load gets: a trainsim_neff header plus
+// padding that stands in for instruction streams.
+std::string build_neff(const Knobs &k, size_t total_bytes = 256 * 1024);
+
+} // namespace trainsim

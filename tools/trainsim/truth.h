@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+// truth.h - trainsim's ground truth (what really happened in every step) and
+// the comparison of a tracer's answer against it. Format: README.md.
+//
+// Tracer tests fill a TracerResult (plain structs below) and call compare().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainsim::truth {
+
+// The attribution categories shared with steptrace. Exact spellings matter.
+inline constexpr const char *kDeviceExecute = "device_execute";
+inline constexpr const char *kDataLoading = "data_loading";
+inline constexpr const char *kDmaSubmission = "dma_submission";
+inline constexpr const char *kCollective = "collective";
+inline constexpr const char *kHostOverhead = "host_overhead";
+inline constexpr const char *kCpuContention = "cpu_contention";
+inline constexpr const char *kOther = "other";
+const std::vector<std::string> &categories();
+bool is_category(const std::string &name);
+
+struct Phase {
+	std::string name;     // e.g. "data_wait", "tensor_write", "exec_compute"
+	std::string category; // one of categories()
+	int64_t start_ns = 0; // CLOCK_MONOTONIC
+	int64_t end_ns = 0;
+	int64_t run_delay_ns = 0; // main thread's runqueue wait inside the phase
+	// True while the main thread only waits for something else to finish
+	// (busy-poll on the device): run delay there does not lengthen the step.
+	bool busy_wait = false;
+};
+
+struct Step {
+	int index = 0;
+	int64_t start_ns = 0;
+	int64_t end_ns = 0;
+	std::vector<Phase> phases; // in time order, non-overlapping
+	int64_t device_compute_ns = 0;    // planned device compute of the execution
+	int64_t device_collective_ns = 0; // planned device collective transfer
+	// Derived by compute_breakdown(): ns per category (sums to the step
+	// duration) and the largest one.
+	std::map<std::string, int64_t> breakdown;
+	std::string gating;
+
+	int64_t duration_ns() const { return end_ns - start_ns; }
+};
+
+struct Rank {
+	int rank = 0;
+	int pid = 0;
+	int main_tid = 0;
+	std::vector<int> loader_pids;
+	std::vector<int> loader_tids;
+	std::string device;
+	std::vector<Step> steps;
+};
+
+struct Truth {
+	std::string scenario;
+	std::string knobs_json; // the resolved knobs, as a JSON object text
+	int ranks = 0;
+	std::vector<std::string> devices;
+	std::string libnrt;
+	std::vector<Rank> rank_data;
+};
+
+// Fills step.breakdown and step.gating from the phases:
+// - each phase's duration goes to its category, except that the run delay of
+//   a phase that is not busy_wait goes to cpu_contention (the thread was
+//   ready but another task had its CPU);
+// - time between phases goes to "other".
+void compute_breakdown(Step &step);
+
+// Share (0..1) of the step per category, from breakdown.
+std::map<std::string, double> shares(const Step &step);
+
+// Mean share per category over the given steps of one rank or all ranks.
+std::map<std::string, double> mean_shares(const std::vector<const Step *> &steps);
+
+std::string to_json(const Truth &t, int indent = 1);
+std::optional<Truth> from_json(const std::string &text, std::string *err);
+bool save(const Truth &t, const std::string &path, std::string *err);
+std::optional<Truth> load(const std::string &path, std::string *err);
+
+// ---- comparison against a tracer -----------------------------------------
+
+struct TracerStep {
+	int64_t start_ns = 0;
+	int64_t end_ns = 0;
+	std::map<std::string, int64_t> category_ns;
+};
+
+struct TracerRank {
+	int rank = -1; // trainsim rank if known, else -1
+	int pid = 0;   // matched against Rank::pid when rank is -1
+	std::vector<TracerStep> steps;
+};
+
+struct TracerResult {
+	std::vector<TracerRank> ranks;
+};
+
+struct CompareOptions {
+	int skip_first_steps = 1; // warm-up steps left out of the averages
+};
+
+struct Comparison {
+	// Mean over matched steps of |tracer share - truth share| in percentage
+	// points, per category (every category present, 0 when both agree).
+	std::map<std::string, double> share_error_pp;
+	double max_share_error_pp = 0; // the worst category
+	int truth_steps = 0;           // counted steps (after skip) of matched ranks
+	int tracer_steps = 0;          // tracer steps of matched ranks
+	int matched_steps = 0;         // truth steps that found a tracer step
+	bool step_count_match = false; // tracer found as many steps as there were
+	double mean_step_duration_error_pct = 0; // |dur_tracer - dur_truth| / dur_truth
+	double gating_agreement = 0;   // fraction of matched steps with the same gating
+	std::vector<std::string> unmatched_ranks; // truth ranks with no tracer rank
+	std::string summary() const;
+};
+
+// Truth steps are matched to the tracer step of the same rank that overlaps
+// them most in time (a step the tracer did not find counts as unmatched).
+Comparison compare(const Truth &truth, const TracerResult &tracer, const CompareOptions &opt = {});
+
+} // namespace trainsim::truth
