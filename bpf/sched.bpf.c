@@ -85,7 +85,14 @@ static __always_inline int st_emit_wakeup(struct task_struct *p, __u32 flags)
 	return 0;
 }
 
-SEC("tp_btf/sched_wakeup")
+/*
+ * sched_waking, not sched_wakeup: sched_waking fires in the waker's context
+ * (try_to_wake_up), while sched_wakeup of a wakeup queued to another CPU
+ * (ttwu_queue_wakelist) fires later on the wakee's CPU where `current` is
+ * whoever runs there, so the waker would be misattributed. Measured on the
+ * 6.1/6.12 qemu guests: the sleeper/waker test failed with sched_wakeup.
+ */
+SEC("tp_btf/sched_waking")
 int BPF_PROG(st_sched_wakeup, struct task_struct *p)
 {
 	return st_emit_wakeup(p, 0);
