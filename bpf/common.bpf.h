@@ -17,6 +17,14 @@
 /* ---- configuration (rodata, written before load) ---- */
 const volatile struct st_config st_cfg __weak = {};
 
+/*
+ * Which tier does the accelerator ioctls: 1 = the syscall hook
+ * (sys_enter/sys_exit, filtered to device files), 0 = the kprobe on the
+ * driver's ioctl handler. Not rodata: the loader falls back to the syscall
+ * hook at run time if the kprobe cannot be attached.
+ */
+__u32 st_accel_in_syscalls __weak = 1;
+
 /* ---- maps ---- */
 
 /* All records. Sized by userspace before load (bpf_map__set_max_entries). */
@@ -66,6 +74,10 @@ struct st_task_state {
 	__s32 accel_fd;
 	__u8 accel_pending;
 	__u8 pad_[7];
+	/* kprobe tiers: what the entry probe saw, for the return probe */
+	__u64 accel_enter_ts;  /* ncdev_ioctl entry */
+	__u64 net_sk;          /* tcp_sendmsg/tcp_recvmsg in progress: the socket */
+	__u64 net_enter_ts;
 };
 
 struct {

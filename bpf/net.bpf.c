@@ -6,7 +6,8 @@
  *
  * Tiers: the sock:sock_{send,recv}_length tracepoints (>= 6.3) give per-call
  * bytes in task context; on kernels without them (6.1) the kprobe tier on
- * tcp_sendmsg/tcp_recvmsg takes over where kprobes exist. Retransmits and
+ * tcp_sendmsg/tcp_recvmsg (below) takes over where kprobes exist. The loader
+ * picks one (loader/tracer.cpp) and reports it. Retransmits and
  * state changes run in softirq context, so sockets seen in target context are
  * remembered in st_socks. EFA control-path probes (efa_reg_mr, efa_create_qp)
  * belong in this file as a further SEC group, autoloaded only when the efa
@@ -68,7 +69,8 @@ static __always_inline void st_sk_tuple(struct sock *sk, struct st_sock_tuple *t
 	}
 }
 
-static __always_inline int st_net_xfer(struct sock *sk, int ret, __u32 dir)
+/* dur_ns: the caller's measure of the call; ~0 = from the syscall hook's entry stamp. */
+static __always_inline int st_net_xfer(struct sock *sk, int ret, __u32 dir, __u64 dur_ns)
 {
 	struct task_struct *cur;
 	struct st_task_state *ts;
@@ -91,7 +93,10 @@ static __always_inline int st_net_xfer(struct sock *sk, int ret, __u32 dir)
 	cur = bpf_get_current_task_btf();
 	ts = st_task_state_get(cur, false);
 	e->sock_id = sock_id;
-	e->dur_ns = ts && ts->sys_nr >= 0 && ts->sys_enter_ts ? now - ts->sys_enter_ts : 0;
+	if (dur_ns != ~0ull)
+		e->dur_ns = dur_ns;
+	else
+		e->dur_ns = ts && ts->sys_nr >= 0 && ts->sys_enter_ts ? now - ts->sys_enter_ts : 0;
 	st_sk_tuple(sk, &e->tuple);
 	e->bytes = ret;
 	e->dir = dir;
@@ -102,13 +107,76 @@ static __always_inline int st_net_xfer(struct sock *sk, int ret, __u32 dir)
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(st_sock_send_length, struct sock *sk, int ret, int flags)
 {
-	return st_net_xfer(sk, ret, ST_NET_SEND);
+	return st_net_xfer(sk, ret, ST_NET_SEND, ~0ull);
 }
 
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(st_sock_recv_length, struct sock *sk, int ret, int flags)
 {
-	return st_net_xfer(sk, ret, ST_NET_RECV);
+	return st_net_xfer(sk, ret, ST_NET_RECV, ~0ull);
+}
+
+/*
+ * Kprobe tier (6.1: no sock_*_length tracepoints): tcp_sendmsg/tcp_recvmsg.
+ * The entry probe remembers the socket in task storage (target threads only),
+ * the return probe emits the same record with bytes = return value and
+ * dur_ns = time inside the call. Not recursive: one call in flight per thread.
+ */
+static __always_inline int st_net_kp_enter(struct sock *sk)
+{
+	struct st_task_state *ts;
+
+	if (!(st_cfg.enabled & ST_SUB_NET) || !st_current_is_target())
+		return 0;
+	ts = st_task_state_get(bpf_get_current_task_btf(), true);
+	if (!ts)
+		return 0;
+	if (!ts->sys_enter_ts)
+		ts->sys_nr = -1; /* storage just created here: no syscall stamped */
+	ts->net_sk = (__u64)sk;
+	ts->net_enter_ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline int st_net_kp_exit(int ret, __u32 dir)
+{
+	struct st_task_state *ts;
+	struct sock *sk;
+	__u64 t0;
+
+	if (!(st_cfg.enabled & ST_SUB_NET))
+		return 0;
+	ts = st_task_state_get(bpf_get_current_task_btf(), false);
+	if (!ts || !ts->net_sk)
+		return 0;
+	sk = (struct sock *)ts->net_sk;
+	t0 = ts->net_enter_ts;
+	ts->net_sk = 0;
+	return st_net_xfer(sk, ret, dir, bpf_ktime_get_ns() - t0);
+}
+
+SEC("kprobe/tcp_sendmsg")
+int BPF_KPROBE(st_kp_tcp_sendmsg, struct sock *sk)
+{
+	return st_net_kp_enter(sk);
+}
+
+SEC("kretprobe/tcp_sendmsg")
+int BPF_KRETPROBE(st_kret_tcp_sendmsg, int ret)
+{
+	return st_net_kp_exit(ret, ST_NET_SEND);
+}
+
+SEC("kprobe/tcp_recvmsg")
+int BPF_KPROBE(st_kp_tcp_recvmsg, struct sock *sk)
+{
+	return st_net_kp_enter(sk);
+}
+
+SEC("kretprobe/tcp_recvmsg")
+int BPF_KRETPROBE(st_kret_tcp_recvmsg, int ret)
+{
+	return st_net_kp_exit(ret, ST_NET_RECV);
 }
 
 SEC("tp_btf/tcp_retransmit_skb")

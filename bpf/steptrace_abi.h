@@ -38,7 +38,8 @@ enum st_event_kind {
 	ST_EV_TCP_STATE = 10,
 	ST_EV_ACCEL_IOCTL = 11,
 	ST_EV_UPROBE = 12,
-	ST_EV_KIND_MAX = 13, /* one past the last kind; sizes the stats arrays */
+	ST_EV_ACCEL_TP = 13,   /* a neuron:* driver tracepoint (struct st_accel_tp) */
+	ST_EV_KIND_MAX = 14, /* one past the last kind; sizes the stats arrays */
 };
 
 /* Subsystems that can be enabled in st_config.enabled. */
@@ -195,6 +196,7 @@ struct st_tcp_state {
 #define ST_ACCEL_H2D (1u << 0)   /* copy toward the device */
 #define ST_ACCEL_D2H (1u << 1)
 #define ST_ACCEL_BY_MAJOR (1u << 2) /* matched by the neuron char major */
+#define ST_ACCEL_VIA_KPROBE (1u << 3) /* seen by the kprobe on the driver's ioctl handler */
 struct st_accel_ioctl {
 	struct st_event_header hdr;
 	__u64 enter_ts;
@@ -204,6 +206,29 @@ struct st_accel_ioctl {
 	__s32 fd;
 	__u32 dev_index;  /* minor for neuron devices, --accel-dev position otherwise */
 	__u32 flags;      /* ST_ACCEL_* */
+};
+
+/*
+ * The accelerator driver's own tracepoints (classic tracepoints of the
+ * out-of-tree neuron module, attached only when present and when their
+ * format files match the layout accel_ioctl.bpf.c reads).
+ * header = the task in whose context the driver fired it.
+ */
+enum st_accel_tp_id {
+	ST_NTP_DMA_QUEUE_COPY_START = 1, /* value = tx_desc_count, aux = rx_desc_count */
+	ST_NTP_DMA_ACK_COMPLETED = 2,    /* value = count */
+	ST_NTP_MEM_COPYIN = 3,           /* value = size (bytes) */
+	ST_NTP_MEM_COPYOUT = 4,          /* value = size (bytes) */
+};
+struct st_accel_tp {
+	struct st_event_header hdr;
+	__u64 value;
+	__u32 event;      /* enum st_accel_tp_id */
+	__u32 dev_index;  /* the driver's device_index */
+	__u32 eng_id;     /* DMA engine (0 for copyin/copyout) */
+	__u32 qid;        /* DMA queue (0 for copyin/copyout) */
+	__u32 aux;
+	__u32 pad_;
 };
 
 /* Probes on user functions (runtime library, step marker). */
@@ -249,6 +274,7 @@ static_assert(sizeof(struct st_tcp_retransmit) == 80, "retransmit layout");
 static_assert(sizeof(struct st_tcp_state) == 80, "tcp_state layout");
 static_assert(sizeof(struct st_accel_ioctl) == 64, "accel_ioctl layout");
 static_assert(sizeof(struct st_uprobe) == 48, "uprobe layout");
+static_assert(sizeof(struct st_accel_tp) == 56, "accel_tp layout");
 static_assert(sizeof(struct st_accel_dev_key) == 16, "accel key layout");
 #endif
 

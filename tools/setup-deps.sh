@@ -7,7 +7,10 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 pkgs=(build-essential cmake ninja-build pkg-config clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
-      catch2 nlohmann-json3-dev libcli11-dev libfmt-dev libfuse3-dev fuse3 python3)
+      catch2 nlohmann-json3-dev libcli11-dev libfmt-dev libfuse3-dev fuse3 python3
+      libcpp-httplib-dev libtoml11-dev prometheus)
+# report-output tests: JSON Schema validator, headless Chromium (HTML), tmux (top), libFuzzer runtime
+pkgs+=(python3-jsonschema chromium tmux libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -9,8 +9,12 @@
 #include <cstdarg>
 #include <cstdio>
 #include <fstream>
+#include <string_view>
 
 #include "cli/options.h"
+#include "daemon/daemon.h"
+#include "export/outputs.h"
+#include "export/top.h"
 #include "loader/preflight.h"
 #include "report/summary.h"
 #include "session/session.h"
@@ -41,11 +45,16 @@ int cmd_check(const Options& o) {
 }
 
 int print_report(const Options& o, const SessionReport& report) {
+  // --perfetto / --html files, and the terminal text: all from this one report.
+  if (auto st = write_file_outputs(o, report); !st) {
+    log::error("{}", st.error().message);
+    return 1;
+  }
   if (o.json_path == "-") {
     fmt::print("{}\n", summary_json(report).dump(2));
     return 0;
   }
-  std::fputs(format_summary_text(report).c_str(), stdout);
+  std::fputs(format_report_text(report, {want_color(o.no_color), o.verbose}).c_str(), stdout);
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path, std::ios::trunc);
     if (!out) {
@@ -64,6 +73,19 @@ int cmd_report(const Options& o) {
     return 1;
   }
   return print_report(o, *r);
+}
+
+int cmd_top(const Options& o) {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  auto report = run_top(o, &g_stop);
+  if (!report) {
+    log::error("{}", report.error().message);
+    return 1;
+  }
+  return print_report(o, *report);
 }
 
 int cmd_trace(const Options& o) {
@@ -95,6 +117,11 @@ int cmd_trace(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `steptrace daemon` has its own flags and config file (user/daemon/).
+  if (argc >= 2 && std::string_view(argv[1]) == "daemon") {
+    libbpf_set_print(libbpf_print);
+    return steptrace::daemon::daemon_main(argc - 1, argv + 1);
+  }
   int code = 0;
   auto opts = parse_options(argc, argv, &code);
   if (!opts) {
@@ -111,6 +138,7 @@ int main(int argc, char** argv) {
     case CommandKind::run:
     case CommandKind::record:
     case CommandKind::attach: return cmd_trace(*opts);
+    case CommandKind::top: return cmd_top(*opts);
   }
   return 2;
 }

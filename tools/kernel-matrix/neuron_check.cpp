@@ -2,7 +2,11 @@
 // neuron_check - compares `steptrace run --json -` output with neuron_client's
 // expectations ("NAME COUNT BYTES" lines). jq is not in the guest initramfs.
 //
-//   neuron_check SUMMARY_JSON EXPECT_FILE
+//   neuron_check SUMMARY_JSON EXPECT_FILE [ACCEL_TIER [ACCEL_TP_EVENTS]]
+//
+// ACCEL_TIER: a substring the report's attach_tiers.accel must contain (the tier
+// this run must have used); ACCEL_TP_EVENTS: how many neuron:* tracepoint events
+// (events.accel_tp.emitted) the run must have recorded.
 //
 // Passes when every expected command is reported with exactly that count and
 // byte total and no errors, the copy commands show CPU-spin duration, and no
@@ -17,8 +21,8 @@
 #include <string>
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: neuron_check SUMMARY_JSON EXPECT_FILE\n");
+  if (argc < 3 || argc > 5) {
+    std::fprintf(stderr, "usage: neuron_check SUMMARY_JSON EXPECT_FILE [ACCEL_TIER [ACCEL_TP_EVENTS]]\n");
     return 2;
   }
   std::ifstream jf(argv[1]), ef(argv[2]);
@@ -69,6 +73,21 @@ int main(int argc, char** argv) {
   if (expected.empty()) {
     std::printf("neuron_check: FAIL empty expectation file\n");
     ++fails;
+  }
+  if (argc >= 4) {
+    std::string tier = j["attach_tiers"].value("accel", std::string());
+    bool ok = tier.find(argv[3]) != std::string::npos;
+    std::printf("neuron_check: %s accel tier \"%s\" (want \"%s\")\n", ok ? "ok  " : "FAIL", tier.c_str(), argv[3]);
+    fails += !ok;
+  }
+  if (argc >= 5) {
+    unsigned long long want = std::stoull(argv[4]), got_tp = 0;
+    if (j.contains("events") && j["events"].contains("accel_tp"))
+      got_tp = j["events"]["accel_tp"]["emitted"].get<unsigned long long>();
+    bool ok = got_tp == want;
+    std::printf("neuron_check: %s neuron:* tracepoint events %llu/%llu (%s)\n", ok ? "ok  " : "FAIL", got_tp, want,
+                j["attach_tiers"].value("accel_tp", std::string("?")).c_str());
+    fails += !ok;
   }
   if (j.value("incomplete", false)) std::printf("neuron_check: note: report marked incomplete\n");
   std::printf("neuron_check: %s\n", fails ? "FAIL" : "PASS");

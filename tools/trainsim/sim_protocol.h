@@ -78,6 +78,31 @@ struct trainsim_nq_entry {
 };
 
 #define TRAINSIM_NQ_ENTRIES 64
+
+// Network proxy mailbox (sim): the runtime registers it with a second
+// NOTIFICATIONS_INIT_V2 whose nq_dev_type is 1 (TOPSP, the queue family the
+// collectives engine uses). When an execution reaches its device collective
+// (every rank arrived), the device writes bytes/xfer_ns and then req_seq;
+// the runtime's per-NC proxy thread does the network work (the transfer
+// time; it accounts the bytes in the fake EFA counters) and stores done_seq.
+// The device polls done_seq in host memory, so a proxy thread that waits
+// for a CPU delays the collective, as on a real host.
+struct trainsim_proxy_mailbox {
+	uint64_t bytes;    // device all-reduce payload of this execution
+	uint64_t xfer_ns;  // planned transfer time at the link rate
+	uint64_t req_seq;  // written last by the device
+	uint64_t done_seq; // written by the proxy when the transfer is done
+};
+#define TRAINSIM_NQ_DEV_TOPSP 1
+
+// Neuron datastore (NDS) in the sim. The real driver returns the physical
+// address of a 256 KiB slab in ACQUIRE_NEURON_DS's mmap_offset and the
+// caller mmaps it on the device fd. A FUSE file cannot map daemon memory, so
+// the fake device keeps its 16 slabs in a plain shared file and serves a
+// symlink `<device>.nds` next to the device file that names it;
+// mmap_offset is the slab's offset in that file. Readers map
+// (mmap_offset, size) of that file read-only, the runtime read-write.
+#define TRAINSIM_NDS_WINDOW_SUFFIX ".nds"
 #define TRAINSIM_EXEC_ENGINE 0 // kicking this engine's queue starts execution
 
 #endif // TRAINSIM_SIM_PROTOCOL_H

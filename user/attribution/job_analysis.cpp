@@ -9,6 +9,7 @@
 #include "attribution/interval_painter.h"
 #include "attribution/verdict.h"
 #include "decode/neuron_cmd.h"
+#include "signals/device_signals.h"
 
 namespace steptrace {
 
@@ -203,7 +204,14 @@ void attribute_step(RankCtx& r, StepResult& st) {
     if (is_net(s)) net.push_back(&s);
     if (s.kind == SpanKind::ioctl) {
       auto c = neuron_cmd_class(s.cmd);
-      if (c == NEURON_CLASS_SUBMIT || c == NEURON_CLASS_SYNC) paints.push_back({s.start, s.end, 9, Category::dma_submission});
+      // Completion acknowledgements inside an execution are part of waiting for
+      // the device, not submission (descriptor writes and queue kicks are).
+      bool ack_in_exec = false;
+      if (is_ack(s))
+        for (const auto& [a, b] : exec)
+          if (s.start >= a && s.end <= b) ack_in_exec = true;
+      if ((c == NEURON_CLASS_SUBMIT || c == NEURON_CLASS_SYNC) && !ack_in_exec)
+        paints.push_back({s.start, s.end, 9, Category::dma_submission});
       if (c == NEURON_CLASS_COPY) {
         paints.push_back({s.start, s.end, 5, Category::dma_submission});
         st.copy_bytes += s.bytes;
@@ -460,7 +468,14 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
     build_steps(r);
     for (auto& st : r.res.steps) attribute_step(r, st);
   }
-  apply_device_skew(ranks);
+  {
+    // Device counters (NDS) split device execute into compute and collective;
+    // without them, the cross-rank arrival skew is the estimate.
+    std::vector<RankResult*> rr;
+    for (auto& r : ranks) rr.push_back(&r.res);
+    if (!signals::apply_device_signals(rr, tl, threads, opt.device_signals, opt.skip_warmup_steps, &job.signals))
+      apply_device_skew(ranks);
+  }
   cross_rank(ranks, opt.skip_warmup_steps);
 
   // Shares over counted steps; per-step gating.
@@ -485,6 +500,7 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
     job.mean_share[c] = total ? static_cast<double>(sum[c]) / static_cast<double>(total) : 0;
   for (auto& r : ranks) job.ranks.push_back(std::move(r.res));
   job.verdict = decide_verdict(job, tl, drops);
+  signals::annotate_verdict(job);
   return job;
 }
 

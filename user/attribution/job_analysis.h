@@ -11,6 +11,7 @@
 
 #include "attribution/categories.h"
 #include "loader/tracer.h"
+#include "signals/step_signals.h"
 #include "timeline/thread_table.h"
 #include "timeline/timeline_store.h"
 
@@ -30,6 +31,7 @@ struct StepResult {
   uint64_t copy_bytes = 0;
   uint32_t copies = 0;
   Category gating = Category::other;
+  signals::StepDeviceSignals dev;   // device counters (NDS, EFA, proxy threads) for this step
   uint64_t duration() const { return end_ns - start_ns; }
 };
 
@@ -63,10 +65,16 @@ struct JobAnalysis {
   std::array<double, kCategories> mean_share{};  // over counted steps of all ranks
   Verdict verdict;
   int skipped_warmup_steps = 1;
+  signals::DeviceSignalsSummary signals;  // which device signals were available and what they say
 };
+
+namespace signals {
+struct SignalsData;
+}
 
 struct AnalysisOptions {
   int skip_warmup_steps = 1;  // first steps of each rank left out of shares and the verdict
+  const signals::SignalsData* device_signals = nullptr;  // sampled device counters (user/signals)
 };
 
 JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, const DropStats& drops,

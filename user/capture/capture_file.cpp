@@ -126,15 +126,16 @@ Result<CaptureContents> read_capture_bytes(const uint8_t* data, size_t size,
   auto err = [](size_t off, const std::string& why) {
     return make_error(fmt::format("corrupt capture at offset {}: {}", off, why));
   };
+  if (size >= 8 && size < 20 && std::memcmp(data, kMagic, 8) == 0) return err(size, "file header cut short");
   if (size < 20 || std::memcmp(data, kMagic, 8) != 0)
     return make_error("not a steptrace capture (bad magic at offset 0)");
   uint32_t ver = get_u32(data + 8), abi = get_u32(data + 12), mlen = get_u32(data + 16);
   if (ver > kCaptureFormatVersion)
-    return make_error(fmt::format("capture format version {} is newer than this steptrace ({}): upgrade steptrace",
+    return make_error(fmt::format("capture format version {} (offset 8) is newer than this steptrace ({}): upgrade steptrace",
                                   ver, kCaptureFormatVersion));
   if (ver == 0) return err(8, "format version 0");
   if (abi != ST_ABI_VERSION)
-    return make_error(fmt::format("capture ABI version {} does not match this steptrace ({})", abi, ST_ABI_VERSION));
+    return make_error(fmt::format("capture ABI version {} (offset 12) does not match this steptrace ({})", abi, ST_ABI_VERSION));
   if (mlen > kMaxMeta || 20 + static_cast<size_t>(mlen) > size) return err(16, "metadata length out of range");
   c.meta = nlohmann::json::parse(data + 20, data + 20 + mlen, nullptr, false);
   if (c.meta.is_discarded()) return err(20, "metadata is not valid JSON");

@@ -46,6 +46,13 @@ Result<uint32_t> parse_subsystems(const std::string& s) {
 
 namespace {
 
+// Outputs every report-producing command shares (all rendered from one SessionReport).
+void add_output_flags(CLI::App* app, Options& o) {
+  app->add_option("--perfetto", o.perfetto_path, "Write a Chrome trace-event JSON trace for ui.perfetto.dev to FILE");
+  app->add_option("--html", o.html_path, "Write a self-contained HTML report to FILE");
+  app->add_flag("--no-color", o.no_color, "No colour in the terminal report (colour is only used on a TTY)");
+}
+
 void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::vector<std::string>& accel) {
   app->add_option("-d,--duration", o.duration_s, "Stop after this many seconds")->check(CLI::PositiveNumber);
   app->add_option("--accel-dev", accel,
@@ -60,8 +67,17 @@ void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::ve
   app->add_flag("--no-discover", [&o](int64_t) { o.discover_libs = false; },
                 "Do not scan traced processes for the runtime library");
   app->add_flag("--no-follow", [&o](int64_t) { o.follow_forks = false; }, "Do not follow forked children");
+  app->add_flag("--no-kprobes", [&o](int64_t) { o.allow_kprobes = false; },
+                "Use the tracepoint attach tiers even where kprobes exist (for comparison)");
   app->add_option("--btf", o.btf_path, "Kernel BTF file when /sys/kernel/btf/vmlinux is missing");
+  app->add_option("--sysfs-root", o.sysfs_root,
+                  "Root of sysfs for Neuron metrics and EFA counters (default /sys; tests use a fake tree)");
+  app->add_option("--dev-root", o.dev_root,
+                  "Directory holding the Neuron device files neuronN, for the datastore counters (default /dev)");
+  app->add_flag("--no-device-counters", [&o](int64_t) { o.device_counters = false; },
+                "Do not sample the Neuron datastore, EFA counters or Neuron sysfs metrics");
   app->add_option("--json", o.json_path, "Write the summary as JSON to FILE (- for stdout)");
+  add_output_flags(app, o);
 }
 
 }  // namespace
@@ -105,6 +121,17 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   auto* report = app.add_subcommand("report", "Analyse a capture file (no root needed)");
   report->add_option("file", o.capture_path, "Capture written by steptrace record")->required();
   report->add_option("--json", o.json_path, "Write the report as JSON to FILE (- for stdout)");
+  add_output_flags(report, o);
+
+  auto* top = app.add_subcommand(
+      "top", "Live view, refreshed every second (q or Ctrl-C quits): top [-p PID|--cgroup P|--all|-- CMD...]");
+  add_trace_flags(top, o, collectors, accel);
+  top->add_option("-p,--pid", pid_csv, "PID[,PID...] (children are followed)");
+  top->add_option("--cgroup", o.target.cgroup_path, "cgroup v2 directory");
+  top->add_flag("--all", o.target.all, "Every process on the host");
+  top->add_option("--interval", o.top_interval_s, "Refresh interval in seconds")->check(CLI::Range(0.1, 60.0));
+  top->prefix_command(true);
+  top->allow_extras(true);
 
   auto* check = app.add_subcommand("check", "Preflight: can tracing work here? (non-zero exit if not)");
   check->add_option("--btf", o.btf_path, "Kernel BTF file when /sys/kernel/btf/vmlinux is missing");
@@ -130,13 +157,15 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
     if (o.argv.empty()) o.argv = app.remaining();
     if (!o.argv.empty() && o.argv.front() == "--") o.argv.erase(o.argv.begin());
     if (o.argv.empty()) return make_error("run: missing command (steptrace run [opts] -- CMD ARGS...)");
-  } else if (record->parsed()) {
-    o.command = CommandKind::record;
-    o.argv = record->remaining();
+  } else if (record->parsed() || top->parsed()) {
+    o.command = record->parsed() ? CommandKind::record : CommandKind::top;
+    o.argv = (record->parsed() ? record : top)->remaining();
     if (o.argv.empty()) o.argv = app.remaining();
     if (!o.argv.empty() && o.argv.front() == "--") o.argv.erase(o.argv.begin());
     int n = (!pid_csv.empty()) + (!o.target.cgroup_path.empty()) + (o.target.all ? 1 : 0) + (!o.argv.empty());
-    if (n != 1) return make_error("record: give exactly one of -p PID[,PID], --cgroup PATH, --all or -- CMD...");
+    if (n != 1)
+      return make_error(fmt::format("{}: give exactly one of -p PID[,PID], --cgroup PATH, --all or -- CMD...",
+                                    o.command == CommandKind::top ? "top" : "record"));
     if (!pid_csv.empty()) {
       auto pids = parse_pid_csv(pid_csv);
       if (!pids) return pids.error();

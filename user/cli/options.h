@@ -11,7 +11,7 @@
 
 namespace steptrace {
 
-enum class CommandKind { run, attach, check, record, report };
+enum class CommandKind { run, attach, check, record, report, top };
 
 struct TargetSpec {
   std::vector<uint32_t> pids;  // attach -p
@@ -29,10 +29,18 @@ struct Options {
   uint32_t drain_ms = 10;                // timer drain interval (no per-record wakeups)
   uint32_t subsystems = 0;               // st_subsystem bits
   bool follow_forks = true;
+  bool allow_kprobes = true;             // --no-kprobes: tracepoint tiers only
   std::vector<std::string> runtime_libs; // --runtime-lib PATH: libnrt (or marker) to probe up front
   bool discover_libs = true;             // scan traced processes' maps for libnrt / the step marker
   std::string btf_path;                  // --btf FILE when /sys/kernel/btf/vmlinux is missing
+  std::string sysfs_root = "/sys";       // --sysfs-root: Neuron sysfs metrics and EFA counters live under it
+  std::string dev_root = "/dev";         // --dev-root: Neuron device files (neuronN) for the datastore
+  bool device_counters = true;           // --no-device-counters: no NDS/EFA/sysfs sampling
   std::string json_path;                 // --json FILE|-
+  std::string perfetto_path;             // --perfetto FILE: Chrome trace-event JSON for ui.perfetto.dev
+  std::string html_path;                 // --html FILE: self-contained HTML report
+  bool no_color = false;                 // --no-color (colour is used only on a TTY anyway)
+  double top_interval_s = 1.0;           // top: refresh interval
   std::string record_path;               // record -o FILE: raw events to a capture file
   std::string capture_path;              // report FILE
   int verbose = 0;

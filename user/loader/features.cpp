@@ -7,6 +7,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+
+#include "loader/kernel_text.h"
+#include "util/sys_root.h"
 
 namespace steptrace {
 namespace {
@@ -38,8 +42,12 @@ KernelFeatures probe_features(const std::string& btf_override) {
     f.tp_inet_sock_set_state = btf_has_tracepoint(btf, "inet_sock_set_state");
     f.tp_tcp_retransmit = btf_has_tracepoint(btf, "tcp_retransmit_skb");
     f.tp_sys_enter = btf_has_tracepoint(btf, "sys_enter");
+    // Kprobe-tier targets of the net collector: functions the kernel's BTF knows (not inlined).
+    f.kprobe_tcp = btf__find_by_name_kind(btf, "tcp_sendmsg", BTF_KIND_FUNC) > 0 &&
+                   btf__find_by_name_kind(btf, "tcp_recvmsg", BTF_KIND_FUNC) > 0;
     btf__free(btf);
   } else {
+    f.btf_tried = f.btf_path;
     f.btf_path.clear();
   }
   f.ringbuf = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, nullptr) == 1;
@@ -50,6 +58,28 @@ KernelFeatures probe_features(const std::string& btf_override) {
     f.tracefs = "/sys/kernel/tracing";
   else if (path_exists("/sys/kernel/debug/tracing/events"))
     f.tracefs = "/sys/kernel/debug/tracing";
+  // The neuron module's ioctl handler (no module BTF: kallsyms). One pass over
+  // kallsyms (several MB, slow under emulation), only when the module is loaded.
+  if (f.kprobes && path_exists("/sys/module/neuron")) {
+    std::ifstream ks("/proc/kallsyms");
+    for (std::string line; std::getline(ks, line);) {
+      if (line.find("[neuron]") == std::string::npos) continue;
+      auto e = parse_kallsyms_line(line);
+      if (e && (e->type == 't' || e->type == 'T') && e->module == "neuron" && e->name == "ncdev_ioctl") {
+        f.neuron_ioctl_sym = true;
+        break;
+      }
+    }
+  }
+  if (!f.tracefs.empty()) {
+    for (const auto& tp : neuron_tracepoints()) {
+      auto fmt = read_small_file(f.tracefs + "/events/neuron/" + std::string(tp.event) + "/format", 64 << 10);
+      if (!fmt) continue;
+      auto why = tp_layout_mismatch(parse_tp_format(*fmt), tp.fields);
+      if (why.empty()) f.neuron_tps.emplace_back(tp.event);
+      else f.neuron_tps_skipped.push_back(std::string(tp.event) + ": " + why);
+    }
+  }
   return f;
 }
 

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace steptrace {
 
 struct KernelFeatures {
   std::string release;           // uname -r
   std::string btf_path;          // BTF used for CO-RE ("" when none found)
+  std::string btf_tried;         // the BTF file that could not be read (when !btf)
   bool btf = false;
   bool ringbuf = false;
   bool task_storage = false;
@@ -23,6 +25,12 @@ struct KernelFeatures {
   bool tp_inet_sock_set_state = false;
   bool tp_tcp_retransmit = false;
   bool tp_sys_enter = false;
+  // Kprobe-tier targets.
+  bool kprobe_tcp = false;         // tcp_sendmsg and tcp_recvmsg are functions in the kernel's BTF
+  bool neuron_ioctl_sym = false;   // ncdev_ioctl of the neuron module in /proc/kallsyms
+  // neuron:* driver tracepoints present with the layout steptrace reads, and
+  // those present but skipped ("event: reason").
+  std::vector<std::string> neuron_tps, neuron_tps_skipped;
   int kernel_major = 0, kernel_minor = 0;
 };
 

@@ -5,6 +5,8 @@
 
 #include <sstream>
 
+#include "loader/tiers.h"
+#include "steptrace_abi.h"
 #include "util/sys_root.h"
 
 namespace steptrace {
@@ -49,7 +51,9 @@ std::vector<CheckRow> run_preflight(const KernelFeatures& f, const Capabilities&
   rows.push_back({"kernel", (f.kernel_major > 6 || (f.kernel_major == 6 && f.kernel_minor >= 1)) ? CheckStatus::ok
                                                                                                  : CheckStatus::warn,
                   f.release, "steptrace is tested on 6.1 and newer"});
-  rows.push_back({"btf", f.btf ? CheckStatus::ok : CheckStatus::fail, f.btf ? f.btf_path : "not found",
+  rows.push_back({"btf", f.btf ? CheckStatus::ok : CheckStatus::fail, f.btf                                           ? f.btf_path
+                  : f.btf_tried.empty() || f.btf_tried == "/sys/kernel/btf/vmlinux" ? "not found"
+                                                                                     : "cannot read " + f.btf_tried,
                   "kernel built without CONFIG_DEBUG_INFO_BTF: pass --btf FILE (e.g. from btfhub for this kernel)"});
   bool locked = lockdown == "confidentiality";
   rows.push_back({"lockdown", locked ? CheckStatus::fail : CheckStatus::ok, lockdown.empty() ? "n/a" : lockdown,
@@ -63,15 +67,25 @@ std::vector<CheckRow> run_preflight(const KernelFeatures& f, const Capabilities&
                   "mount -t tracefs nodev /sys/kernel/tracing (needed by the classic-tracepoint tier)"});
   rows.push_back({"sched/syscall hooks", f.tp_sys_enter ? CheckStatus::ok : CheckStatus::fail,
                   f.tp_sys_enter ? "tp_btf" : "missing", "needs BTF-enabled raw tracepoints (>= 5.5)"});
-  rows.push_back({"net tier", f.tp_sock_length ? CheckStatus::ok : CheckStatus::warn,
-                  f.tp_sock_length ? "tp_btf sock_send_length/sock_recv_length"
-                                   : (f.kprobes ? "kprobe tcp_sendmsg/tcp_recvmsg (not yet implemented)" : "none"),
-                  "per-call TCP bytes need kernel >= 6.3 tracepoints or kprobes"});
+  // The tiers a default run would pick (loader/tiers.cpp), so `check` says what `run` will use.
+  const uint32_t all = ST_SUB_SCHED | ST_SUB_BLOCK | ST_SUB_NET | ST_SUB_ACCEL;
+  const TierPlan plan = plan_tiers(f, all);
+  std::string net_tier, accel_tier, accel_tp;
+  for (const auto& t : plan.describe(all, f)) {
+    if (t.collector == "net") net_tier = t.tier;
+    if (t.collector == "accel") accel_tier = t.tier;
+    if (t.collector == "accel_tp") accel_tp = t.tier;
+  }
+  rows.push_back({"net tier", (plan.net_tp || plan.net_kprobe) ? CheckStatus::ok : CheckStatus::warn, net_tier,
+                  "per-call TCP bytes need the sock_*_length tracepoints (>= 6.3) or kprobes"});
   rows.push_back({"block tier", f.tp_block_rq ? CheckStatus::ok : CheckStatus::warn,
                   f.tp_block_rq ? "tp_btf block_rq_*" : "missing", "block tracepoints missing from BTF"});
-  rows.push_back({"accel tier", f.tp_sys_enter ? CheckStatus::ok : CheckStatus::fail,
-                  "tp_btf sys_enter/sys_exit (ioctl on device files)",
-                  "fentry/kprobe on the driver's ioctl handler would be cheaper where available"});
+  rows.push_back({"accel tier", f.tp_sys_enter || plan.accel_kprobe ? CheckStatus::ok : CheckStatus::fail, accel_tier,
+                  "needs BTF-enabled raw tracepoints (>= 5.5), or kprobes and the neuron module's ncdev_ioctl"});
+  std::string skipped;
+  for (const auto& sk : f.neuron_tps_skipped) skipped += "; skipped " + sk;
+  rows.push_back({"neuron tracepoints", plan.neuron_tps.empty() ? CheckStatus::warn : CheckStatus::ok,
+                  accel_tp + skipped, "load the neuron driver (and mount tracefs) for its DMA/copy tracepoints"});
   rows.push_back({"kprobes", f.kprobes ? CheckStatus::ok : CheckStatus::warn, f.kprobes ? "yes" : "no",
                   "kernel without CONFIG_KPROBES: kprobe tiers unavailable, tracepoint tiers used"});
   rows.push_back({"uprobes", f.uprobes ? CheckStatus::ok : CheckStatus::warn, f.uprobes ? "yes" : "no",

@@ -64,49 +64,59 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
   if (bpf_map__set_max_entries(skel_->maps.st_events, static_cast<uint32_t>(settings_.ring_bytes)))
     return make_error(fmt::format("ring buffer size {} rejected", settings_.ring_bytes));
 
-  // Disable what this kernel cannot run or the user turned off; say which tier each collector got.
+  // Disable what this kernel cannot run or the user turned off; the tier
+  // each collector gets is chosen in one place (loader/tiers.cpp).
   auto off = [](bpf_program* p) { bpf_program__set_autoload(p, false); };
+  auto manual = [](bpf_program* p) { bpf_program__set_autoattach(p, false); };
   const uint32_t sub = settings_.subsystems;
-  bool need_syscalls = sub & (ST_SUB_SCHED | ST_SUB_ACCEL | ST_SUB_NET);
+  plan_ = plan_tiers(f, sub, settings_.allow_kprobes, settings_.n_accel_devs > 0);
+  tiers_ = plan_.describe(sub, f);
   if (!(sub & ST_SUB_SCHED)) {
     off(skel_->progs.st_sched_switch);
     off(skel_->progs.st_sched_wakeup);
     off(skel_->progs.st_sched_wakeup_new);
-    tiers_.push_back({"sched", "disabled"});
-  } else {
-    tiers_.push_back({"sched", "tp_btf sched_switch/sched_wakeup"});
   }
   if (!f.tp_task_rename) off(skel_->progs.st_task_rename);
-  if (!need_syscalls) {
+  if (!plan_.syscalls) {
     off(skel_->progs.st_sys_enter);
     off(skel_->progs.st_sys_exit);
   }
-  tiers_.push_back({"accel", (sub & ST_SUB_ACCEL) ? "tp_btf sys_enter/sys_exit, filtered to device files"
-                                                  : "disabled"});
+  // Accelerator ioctls: the kprobe on the driver's handler, else the syscall hook.
+  skel_->data->st_accel_in_syscalls = plan_.accel_kprobe ? 0 : 1;
+  for (auto* p : {skel_->progs.st_kp_ncdev_ioctl, skel_->progs.st_kret_ncdev_ioctl}) {
+    manual(p);
+    if (!plan_.accel_kprobe) off(p);
+  }
+  // neuron:* tracepoints: only those present with the layout we read.
+  struct {
+    const char* event;
+    bpf_program* prog;
+  } const ntps[] = {{"dma_queue_copy_start", skel_->progs.st_ntp_copy_start},
+                    {"dma_ack_completed", skel_->progs.st_ntp_ack_completed},
+                    {"ioctl_mem_copyin", skel_->progs.st_ntp_mem_copyin},
+                    {"ioctl_mem_copyout", skel_->progs.st_ntp_mem_copyout}};
+  for (const auto& t : ntps) {
+    manual(t.prog);
+    bool want = false;
+    for (const auto& n : plan_.neuron_tps) want = want || n == t.event;
+    if (!want) off(t.prog);
+  }
   if (!(sub & ST_SUB_BLOCK) || !f.tp_block_rq) {
     off(skel_->progs.st_block_rq_insert);
     off(skel_->progs.st_block_rq_issue);
     off(skel_->progs.st_block_rq_complete);
-    tiers_.push_back({"block", (sub & ST_SUB_BLOCK) ? "unavailable: no block_rq tracepoints" : "disabled"});
-  } else {
-    tiers_.push_back({"block", "tp_btf block_rq_insert/issue/complete"});
   }
-  if (!(sub & ST_SUB_NET)) {
+  if (!plan_.net_tp) {
     off(skel_->progs.st_sock_send_length);
     off(skel_->progs.st_sock_recv_length);
-    off(skel_->progs.st_tcp_retransmit_skb);
-    off(skel_->progs.st_inet_sock_set_state);
-    tiers_.push_back({"net", "disabled"});
-  } else {
-    if (!f.tp_sock_length) {
-      off(skel_->progs.st_sock_send_length);
-      off(skel_->progs.st_sock_recv_length);
-    }
-    if (!f.tp_tcp_retransmit) off(skel_->progs.st_tcp_retransmit_skb);
-    if (!f.tp_inet_sock_set_state) off(skel_->progs.st_inet_sock_set_state);
-    tiers_.push_back({"net", f.tp_sock_length ? "tp_btf sock_send_length/sock_recv_length + tcp state"
-                                              : "tcp state/retransmit only (no per-call bytes on this kernel)"});
   }
+  for (auto* p : {skel_->progs.st_kp_tcp_sendmsg, skel_->progs.st_kret_tcp_sendmsg, skel_->progs.st_kp_tcp_recvmsg,
+                  skel_->progs.st_kret_tcp_recvmsg}) {
+    manual(p);
+    if (!plan_.net_kprobe) off(p);
+  }
+  if (!(sub & ST_SUB_NET) || !f.tp_tcp_retransmit) off(skel_->progs.st_tcp_retransmit_skb);
+  if (!(sub & ST_SUB_NET) || !f.tp_inet_sock_set_state) off(skel_->progs.st_inet_sock_set_state);
   // Uprobe programs are attached by hand (attach_uprobe), never by the skeleton.
   bpf_program__set_autoattach(skel_->progs.st_uprobe_entry, false);
   bpf_program__set_autoattach(skel_->progs.st_uprobe_return, false);
@@ -129,6 +139,62 @@ Status BpfTracer::load() {
 Status BpfTracer::attach() {
   int err = steptrace_bpf__attach(skel_.get());
   if (err) return make_error(fmt::format("cannot attach the BPF programs: {}", std::strerror(-err)));
+  return attach_optional();
+}
+
+// The tiers that may fail on a particular node (a function not probeable, a
+// tracepoint gone with its module) are attached one by one: a failure falls
+// back to the next tier and is reported, never fatal unless nothing is left.
+Status BpfTracer::attach_optional() {
+  auto set_tier = [this](const std::string& collector, const std::string& tier) {
+    for (auto& t : tiers_)
+      if (t.collector == collector) t.tier = tier;
+  };
+  auto link = [this](bpf_program* p) -> int {
+    bpf_link* l = bpf_program__attach(p);
+    if (!l) return -errno;
+    extra_links_.push_back(l);
+    return 0;
+  };
+  if (plan_.accel_kprobe) {
+    int err = link(skel_->progs.st_kp_ncdev_ioctl);
+    if (!err) err = link(skel_->progs.st_kret_ncdev_ioctl);
+    if (err) {
+      if (!plan_.syscalls)
+        return make_error(fmt::format("cannot attach the kprobe on ncdev_ioctl: {} (enable the sched collector to "
+                                      "fall back to the syscall hook)",
+                                      std::strerror(-err)));
+      skel_->data->st_accel_in_syscalls = 1;  // the kprobe programs now return at once
+      set_tier("accel", fmt::format("tp_btf sys_enter/sys_exit, filtered to device files (kprobe ncdev_ioctl "
+                                    "failed: {})",
+                                    std::strerror(-err)));
+      log::warn("kprobe on ncdev_ioctl failed ({}): accelerator ioctls via the syscall hook", std::strerror(-err));
+    }
+  }
+  if (plan_.net_kprobe) {
+    int err = 0;
+    for (auto* p : {skel_->progs.st_kp_tcp_sendmsg, skel_->progs.st_kret_tcp_sendmsg,
+                    skel_->progs.st_kp_tcp_recvmsg, skel_->progs.st_kret_tcp_recvmsg})
+      if (!err) err = link(p);
+    if (err) {
+      set_tier("net", fmt::format("tcp state/retransmit only (kprobe tcp_sendmsg/tcp_recvmsg failed: {})",
+                                  std::strerror(-err)));
+      log::warn("kprobes on tcp_sendmsg/tcp_recvmsg failed ({}): no per-call TCP bytes", std::strerror(-err));
+    }
+  }
+  std::string tps, failed;
+  for (auto* p : {skel_->progs.st_ntp_copy_start, skel_->progs.st_ntp_ack_completed, skel_->progs.st_ntp_mem_copyin,
+                  skel_->progs.st_ntp_mem_copyout}) {
+    if (!bpf_program__autoload(p)) continue;
+    const char* sec = bpf_program__section_name(p);  // "tracepoint/neuron/<event>"
+    std::string ev = std::strrchr(sec, '/') ? std::strrchr(sec, '/') + 1 : sec;
+    if (int err = link(p); err) failed += fmt::format(" {}: {};", ev, std::strerror(-err));
+    else tps += (tps.empty() ? "neuron:" : ",") + ev;
+  }
+  if (!failed.empty()) {
+    set_tier("accel_tp", (tps.empty() ? std::string("none") : tps) + " (attach failed:" + failed + ")");
+    log::warn("neuron tracepoints not attached:{}", failed);
+  }
   return Ok{};
 }
 
@@ -179,6 +245,20 @@ Result<DropStats> BpfTracer::read_stats() const {
     }
   }
   return d;
+}
+
+std::vector<ProgRunStats> BpfTracer::prog_stats() const {
+  std::vector<ProgRunStats> out;
+  bpf_program* prog = nullptr;
+  bpf_object__for_each_program(prog, skel_->obj) {
+    int fd = bpf_program__fd(prog);
+    if (fd < 0) continue;  // disabled (autoload off)
+    bpf_prog_info info {};
+    uint32_t len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0) continue;
+    out.push_back({bpf_program__name(prog), info.run_time_ns, info.run_cnt});
+  }
+  return out;
 }
 
 }  // namespace steptrace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "loader/features.h"
+#include "loader/tiers.h"  // AttachTier, TierPlan
 #include "steptrace_abi.h"
 #include "util/result.h"
 
@@ -29,6 +30,7 @@ struct TracerSettings {
   uint32_t n_accel_devs = 0;       // how many --accel-dev entries may be added later
   uint64_t ring_bytes = 16ull << 20;
   std::string btf_path;            // custom BTF for CO-RE ("" = kernel's)
+  bool allow_kprobes = true;       // false: tracepoint tiers only (--no-kprobes)
 };
 
 struct DropStats {
@@ -38,10 +40,12 @@ struct DropStats {
   uint64_t total_dropped() const;
 };
 
-// Which attach point each collector uses on this kernel.
-struct AttachTier {
-  std::string collector;
-  std::string tier;  // e.g. "tp_btf sched_switch", "disabled: ..."
+// One loaded program's cumulative run time (kernel BPF stats; counted only
+// while some process holds bpf_enable_stats(BPF_STATS_RUN_TIME)).
+struct ProgRunStats {
+  std::string name;
+  uint64_t run_time_ns = 0;
+  uint64_t run_cnt = 0;
 };
 
 class BpfTracer {
@@ -58,6 +62,8 @@ class BpfTracer {
 
   int ring_map_fd() const;
   Result<DropStats> read_stats() const;
+  // Run time of every loaded program (zero unless BPF run-time stats are on).
+  std::vector<ProgRunStats> prog_stats() const;
   const std::vector<AttachTier>& tiers() const { return tiers_; }
   const TracerSettings& settings() const { return settings_; }
 
@@ -66,6 +72,7 @@ class BpfTracer {
   Status open_and_configure(const KernelFeatures& f);
   Status load();
   Status attach();
+  Status attach_optional();  // kprobe and neuron:* tiers, attached one by one (fallbacks)
 
   struct SkelDeleter {
     void operator()(steptrace_bpf* s) const;
@@ -73,6 +80,7 @@ class BpfTracer {
   std::unique_ptr<steptrace_bpf, SkelDeleter> skel_;
   std::vector<::bpf_link*> extra_links_;
   std::vector<AttachTier> tiers_;
+  TierPlan plan_;
   TracerSettings settings_;
 };
 

@@ -3,6 +3,8 @@
 
 #include <fmt/core.h>
 
+#include "signals/signals_json.h"
+
 #include <algorithm>
 #include <vector>
 
@@ -190,7 +192,8 @@ nlohmann::json job_json(const JobAnalysis& job) {
                        {"arrival_ns", st.arrival_ns},
                        {"late_ns", st.late_ns},
                        {"copy_bytes", st.copy_bytes},
-                       {"gating", std::string(category_name(st.gating))}});
+                       {"gating", std::string(category_name(st.gating))},
+                       {"device", signals::step_to_json(st.dev)}});
     ranks.push_back({{"rank", r.rank},
                      {"pid", r.pid},
                      {"main_tid", r.main_tid},
@@ -203,7 +206,7 @@ nlohmann::json job_json(const JobAnalysis& job) {
                      {"steps", steps}});
   }
   return {{"verdict", verdict}, {"mean_share", shares}, {"skipped_warmup_steps", job.skipped_warmup_steps},
-          {"ranks", ranks}};
+          {"ranks", ranks}, {"device_signals", signals::summary_to_json(job.signals)}};
 }
 
 nlohmann::json summary_json(const SessionReport& r) {

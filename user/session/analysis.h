@@ -20,6 +20,7 @@ struct Analysis {
   ThreadTable threads;
   CollectorStats collectors;
   TimelineStore timeline;
+  const signals::SignalsData* device_signals = nullptr;  // set by the session for finish()
 
   void on_event(const Event& e) {
     threads.on_event(e);
@@ -30,7 +31,9 @@ struct Analysis {
   JobAnalysis finish(uint64_t end_ns, const DropStats& drops) {
     threads.finish(end_ns);
     timeline.finish(end_ns);
-    return analyze_job(timeline, threads, drops);
+    AnalysisOptions opt;
+    opt.device_signals = device_signals;
+    return analyze_job(timeline, threads, drops, opt);
   }
 };
 

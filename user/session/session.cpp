@@ -55,22 +55,7 @@ std::vector<uint32_t> cgroup_tgids(const std::string& path) {
 
 }  // namespace
 
-std::vector<std::string> find_probe_libs(const std::string& maps) {
-  std::set<std::string> out;
-  size_t pos = 0;
-  while (pos < maps.size()) {
-    size_t nl = maps.find('\n', pos);
-    std::string line = maps.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-    pos = nl == std::string::npos ? maps.size() : nl + 1;
-    size_t slash = line.find('/');
-    if (slash == std::string::npos) continue;
-    std::string path = line.substr(slash);
-    if (path.size() > 10 && path.compare(path.size() - 10, 10, " (deleted)") == 0) continue;
-    std::string base = path.substr(path.rfind('/') + 1);
-    if (base.rfind("libnrt.so", 0) == 0 || base.rfind("libsteptrace_marker.so", 0) == 0) out.insert(path);
-  }
-  return {out.begin(), out.end()};
-}
+// find_probe_libs (the /proc/PID/maps parser) lives in probe_libs.cpp, alone, so it is fuzzed by itself.
 
 // The shared libraries a dynamically linked program will load, as the
 // dynamic loader resolves them (what ldd does: LD_TRACE_LOADED_OBJECTS makes
@@ -164,6 +149,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   ts.follow_forks = o.follow_forks;
   ts.ring_bytes = static_cast<uint64_t>(o.ring_mib) << 20;
   ts.btf_path = o.btf_path;
+  ts.allow_kprobes = o.allow_kprobes;
   ts.n_accel_devs = static_cast<uint32_t>(o.accel_devs.size());
   ts.neuron_major = root.char_major("neuron").value_or(0);
   if (ts.neuron_major) log::info("found Neuron devices: char major {}", ts.neuron_major);
@@ -228,6 +214,17 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
       if (auto c = root.thread_comm(pid, tid)) s->report_.analysis.threads.set_comm(pid, tid, *c);
   }
 
+  {
+    // Device counters: sampled on every drain tick (the datastore words are
+    // last-value per execution, so each must be read before the next one).
+    signals::SignalsConfig sc;
+    sc.enabled = o.device_counters;
+    sc.sysfs_root = o.sysfs_root;
+    sc.dev_root = o.dev_root;
+    sc.proc_root = root.proc();
+    s->signals_ = std::make_unique<signals::DeviceSignals>(sc);
+    s->report_.analysis.device_signals = &s->signals_->data();
+  }
   s->start_mono_ns_ = monotonic_ns();
   s->start_cpu_s_ = process_cpu_s();
   if (!o.record_path.empty()) {
@@ -374,6 +371,12 @@ Status Session::poll() {
   reorder_.release([this](const Event& e) { report_.analysis.on_event(e); });
   if (auto s = resolve_accel_devs(false); !s) return s;
   if (!scan_.empty()) scan_for_libs();
+  if (signals_) {
+    std::vector<uint32_t> pids;
+    for (const auto& [tid, t] : report_.analysis.threads.threads())
+      if (t.pid == tid) pids.push_back(t.pid);
+    signals_->tick(monotonic_ns(), pids);
+  }
   return Ok{};
 }
 
@@ -408,6 +411,7 @@ Result<SessionReport> Session::finish() {
   if (!drops) return drops.error();
   report_.drops = *drops;
   report_.job = report_.analysis.finish(end, report_.drops);
+  report_.analysis.device_signals = nullptr;  // the sampler's data stays with the session
   if (writer_) {
     if (auto st = writer_->close(report_.drops, report_.records, end); !st) return st.error();
   }

@@ -20,6 +20,7 @@
 #include "loader/tracer.h"
 #include "session/analysis.h"
 #include "session/child.h"
+#include "signals/device_signals.h"
 #include "util/sys_root.h"
 
 namespace steptrace {
@@ -37,6 +38,11 @@ class Session {
   Status run_loop(const std::atomic<bool>* stop);
   // Final drain, counters, close the window.
   Result<SessionReport> finish();
+  // Live view (`steptrace top`, session_live.cpp): a copy of the analysis so far, closed at
+  // now and run through the same steps -> attribution -> verdict as finish().
+  Result<SessionReport> snapshot() const;
+  // True once the launched job has exited (reaped) or the duration has elapsed.
+  bool done();
 
   const KernelFeatures& features() const { return features_; }
   std::optional<pid_t> job_pid() const;
@@ -56,6 +62,7 @@ class Session {
   KernelFeatures features_;
   std::unique_ptr<BpfTracer> tracer_;
   std::unique_ptr<RingReader> reader_;
+  std::unique_ptr<signals::DeviceSignals> signals_;  // NDS / EFA / Neuron sysfs sampler (drain ticks)
   std::optional<GatedChild> child_;
   std::unique_ptr<CaptureWriter> writer_;
   bool write_failed_ = false;

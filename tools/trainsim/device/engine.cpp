@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "device/nds_layout.h"
 #include "device/user_mem.h"
 #include "sim/pacing.h"
 
@@ -63,6 +64,11 @@ bool Fabric::arrive(uint64_t seq, uint64_t timeout_ms)
 Device::Device(int index, const DeviceConfig &cfg, Fabric &fabric)
     : index_(index), cfg_(cfg), fabric_(fabric)
 {
+	std::string err;
+	if (!cfg.nds_dir.empty() &&
+	    !nds_.open(cfg.nds_dir + "/neuron" + std::to_string(index) + TRAINSIM_NDS_WINDOW_SUFFIX, &err))
+		fprintf(stderr, "trainsim-device: %s (NDS off)\n", err.c_str());
+	sysfs_.init(cfg.sysfs_root, index, cfg.cores);
 	exec_thread_ = std::thread([this] { exec_loop(); });
 }
 
@@ -130,10 +136,11 @@ int Device::ioctl(pid_t tid, uint32_t cmd, uint64_t arg, const void *in, size_t 
 		return do_nq_init(tid, arg);
 	case NEURON_CMD_ACQUIRE_NEURON_DS:
 		return do_acquire_ds(tid, arg);
+	case NEURON_CMD_RELEASE_NEURON_DS:
+		return do_release_ds(tid, arg);
 	// Lock, reset and queue-setup commands: the sim has one process per
 	// device and nothing to reset, so they succeed at once (all "imm" or
 	// short in the real driver when uncontended).
-	case NEURON_CMD_RELEASE_NEURON_DS:
 	case NEURON_CMD_CRWL_READER_ENTER:
 	case NEURON_CMD_CRWL_READER_EXIT:
 	case NEURON_CMD_CRWL_WRITER_ENTER:
@@ -175,6 +182,7 @@ int Device::do_mem_alloc(pid_t tid, uint64_t arg)
 		handle = next_handle_++;
 		chunks_.emplace(handle, std::move(c));
 	}
+	sysfs_.on_memory(static_cast<int>(a.nc_id), a.host_memory != 0, static_cast<int64_t>(a.size));
 	if (int err = copy_to_user(tid, a.mem_handle_ptr, &handle, sizeof(handle))) {
 		std::lock_guard lk(mu_);
 		chunks_.erase(handle);
@@ -189,7 +197,12 @@ int Device::do_mem_free(pid_t tid, uint64_t arg, const void *in, size_t in_size)
 	if (int err = read_arg(tid, arg, in, in_size, &a, sizeof(a)))
 		return err;
 	std::lock_guard lk(mu_);
-	return chunks_.erase(a.mem_handle) ? 0 : -EINVAL;
+	auto it = chunks_.find(a.mem_handle);
+	if (it == chunks_.end())
+		return -EINVAL;
+	sysfs_.on_memory(0, it->second.host, -static_cast<int64_t>(it->second.size));
+	chunks_.erase(it);
+	return 0;
 }
 
 int Device::do_buf_copy(pid_t tid, uint64_t arg, const void *in, size_t in_size, bool bounce)
@@ -380,7 +393,10 @@ int Device::do_nq_init(pid_t tid, uint64_t arg)
 	{
 		std::lock_guard lk(mu_);
 		pid_t tgid = tgid_of(tid);
-		nqs_[tgid] = NotifyQueue{tgid, a.mmap_offset, entries};
+		if (a.nq_dev_type == TRAINSIM_NQ_DEV_TOPSP)
+			proxies_[tgid] = a.mmap_offset; // the network proxy's mailbox
+		else
+			nqs_[tgid] = NotifyQueue{tgid, a.mmap_offset, entries};
 		handle = next_handle_++;
 	}
 	return copy_to_user(tid, arg + offsetof(trainsim_nq_init_v2, mem_handle), &handle, sizeof(handle));
@@ -391,9 +407,51 @@ int Device::do_acquire_ds(pid_t tid, uint64_t arg)
 	neuron_arg_neuron_ds_info a{};
 	if (int err = copy_from_user(tid, &a, arg, sizeof(a)))
 		return err;
-	a.mmap_offset = 0x40000000ull + static_cast<uint64_t>(index_) * 0x100000ull;
-	a.size = 256 * 1024;
+	// Driver semantics (device-counters.md 1.1): pid 0 finds or creates the
+	// caller's slab, pid != 0 only finds an existing one (ENOENT). The
+	// offset is into the window file the `<device>.nds` link names.
+	int64_t off = nds_.acquire(tgid_of(tid), a.pid);
+	if (off < 0)
+		return static_cast<int>(off);
+	a.mmap_offset = static_cast<uint64_t>(off);
+	a.size = static_cast<uint32_t>(nds::kSlabBytes);
 	return copy_to_user(tid, arg, &a, sizeof(a));
+}
+
+int Device::do_release_ds(pid_t tid, uint64_t arg)
+{
+	neuron_arg_neuron_ds_info a{};
+	if (int err = copy_from_user(tid, &a, arg, sizeof(a)))
+		return err;
+	nds_.release(tgid_of(tid)); // a foreign release is a silent no-op
+	return 0;
+}
+
+bool Device::proxy_transfer(pid_t tgid, uint64_t mailbox, uint64_t seq, uint64_t bytes, uint64_t xfer_ns)
+{
+	trainsim_proxy_mailbox m{};
+	m.bytes = bytes;
+	m.xfer_ns = xfer_ns;
+	if (copy_to_user(tgid, mailbox, &m, offsetof(trainsim_proxy_mailbox, req_seq)) != 0 ||
+	    copy_to_user(tgid, mailbox + offsetof(trainsim_proxy_mailbox, req_seq), &seq, sizeof(seq)) != 0)
+		return false;
+	// The device polls host memory for the proxy's completion (DMA reads).
+	uint64_t deadline = monotonic_ns() + cfg_.collective_timeout_ms * 1000000ull;
+	for (;;) {
+		uint64_t done = 0;
+		if (copy_from_user(tgid, &done, mailbox + offsetof(trainsim_proxy_mailbox, done_seq), sizeof(done)) != 0)
+			return false;
+		if (done >= seq)
+			return true;
+		if (monotonic_ns() > deadline)
+			return false;
+		{
+			std::lock_guard lk(mu_);
+			if (stopping_)
+				return false;
+		}
+		sleep_until(monotonic_ns() + 20000);
+	}
 }
 
 void Device::post(const NotifyQueue &nq, const ExecJob &job, trainsim_nq_entry entry)
@@ -416,6 +474,7 @@ void Device::exec_loop()
 		ExecJob job;
 		Program prog;
 		NotifyQueue nq;
+		uint64_t mailbox = 0;
 		{
 			std::unique_lock lk(mu_);
 			cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
@@ -430,6 +489,8 @@ void Device::exec_loop()
 			if (q == nqs_.end())
 				continue; // nobody to tell: the runtime never set up its NQ
 			nq = q->second;
+			auto px = proxies_.find(job.tgid);
+			mailbox = px == proxies_.end() ? 0 : px->second;
 		}
 		trainsim_nq_entry e{};
 		e.t_start_ns = monotonic_ns();
@@ -456,11 +517,19 @@ void Device::exec_loop()
 				e.planned_cc_xfer_ns =
 					device_allreduce_ns(prog.neff.cc_bytes, static_cast<int>(prog.neff.cc_ranks),
 							    cfg_.link_gbps);
-				sleep_until(e.t_cc_ready_ns + e.planned_cc_xfer_ns);
+				if (mailbox) {
+					// The network part runs on the runtime's proxy thread.
+					if (!proxy_transfer(job.tgid, mailbox, job.seq, prog.neff.cc_bytes,
+							    e.planned_cc_xfer_ns))
+						e.status = kNrtExecHwErrCollectives;
+				} else {
+					sleep_until(e.t_cc_ready_ns + e.planned_cc_xfer_ns);
+				}
 				e.t_done_ns = monotonic_ns();
 			}
 		}
 		counters_.executions++;
+		sysfs_.on_execution(static_cast<int>(job.nc), e.status);
 		post(nq, job, e);
 	}
 }

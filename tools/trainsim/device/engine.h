@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "device/nds.h"
 #include "sim_protocol.h"
 
 namespace trainsim::device {
@@ -28,6 +29,9 @@ struct DeviceConfig {
 	uint64_t dma_chunk_ns = 1000;     // fixed cost per 64 KiB bounce chunk
 	double link_gbps = 50.0;          // NeuronLink bandwidth for device collectives, GB/s
 	uint64_t collective_timeout_ms = 30000;
+	std::string nds_dir;    // datastore windows <nds_dir>/neuronN.nds; empty: no NDS (old driver)
+	std::string sysfs_root; // neuron sysfs metrics under <root>/devices/virtual/neuron_device; empty: none
+	int cores = 2;          // NeuronCores per device (trn1: 2)
 };
 
 // NeuronLink between the chips: every device's execution with the same
@@ -77,6 +81,8 @@ public:
 
 	int index() const { return index_; }
 	const IoctlCounters &counters() const { return counters_; }
+	// The datastore window file (empty when NDS is off).
+	const std::string &nds_path() const { return nds_.path(); }
 	void stop();
 
 private:
@@ -116,6 +122,10 @@ private:
 	int do_semaphore(pid_t tid, uint32_t cmd, uint64_t arg, const void *in, size_t in_size);
 	int do_nq_init(pid_t tid, uint64_t arg);
 	int do_acquire_ds(pid_t tid, uint64_t arg);
+	int do_release_ds(pid_t tid, uint64_t arg);
+	// The collective's network part through the runtime's proxy thread;
+	// returns false on timeout.
+	bool proxy_transfer(pid_t tgid, uint64_t mailbox, uint64_t seq, uint64_t bytes, uint64_t xfer_ns);
 	void exec_loop();
 	void post(const NotifyQueue &nq, const ExecJob &job, trainsim_nq_entry entry);
 
@@ -129,6 +139,9 @@ private:
 	std::map<uint64_t, Chunk> chunks_;
 	std::map<std::pair<pid_t, uint32_t>, Program> programs_;   // (tgid, nc)
 	std::map<pid_t, NotifyQueue> nqs_;                        // by tgid
+	std::map<pid_t, uint64_t> proxies_;                       // tgid -> proxy mailbox VA
+	DatastoreWindow nds_;
+	SysfsMetrics sysfs_;
 	std::map<pid_t, std::vector<ExecJob>> pending_;           // described, not kicked
 	std::array<uint32_t, 256> semaphores_{};
 	std::deque<ExecJob> queue_;

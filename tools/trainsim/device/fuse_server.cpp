@@ -15,6 +15,8 @@ namespace trainsim::device {
 namespace {
 
 constexpr fuse_ino_t kFirstDeviceIno = 2; // 1 is the root directory
+// neuronN.nds: a symlink naming device N's datastore window file.
+constexpr fuse_ino_t kFirstNdsIno = 1u << 20;
 
 FuseServer *server(fuse_req_t req)
 {
@@ -50,6 +52,15 @@ bool fill_attr(fuse_req_t req, fuse_ino_t ino, struct stat *st)
 		st->st_nlink = 2;
 		return true;
 	}
+	if (ino >= kFirstNdsIno) {
+		Device *d = device_of(req, ino - kFirstNdsIno + kFirstDeviceIno);
+		if (!d || d->nds_path().empty())
+			return false;
+		st->st_mode = S_IFLNK | 0777;
+		st->st_nlink = 1;
+		st->st_size = static_cast<off_t>(d->nds_path().size());
+		return true;
+	}
 	if (!device_of(req, ino))
 		return false;
 	// A regular file (not a character device): FUSE cannot serve device
@@ -64,12 +75,14 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	name_worker();
 	unsigned idx;
 	char tail;
-	if (parent != FUSE_ROOT_ID || sscanf(name, "neuron%u%c", &idx, &tail) != 1) {
+	int n = sscanf(name, "neuron%u%c", &idx, &tail);
+	bool nds = n == 2 && tail == '.' && strcmp(strchr(name, '.'), TRAINSIM_NDS_WINDOW_SUFFIX) == 0;
+	if (parent != FUSE_ROOT_ID || (n != 1 && !nds)) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
 	fuse_entry_param e{};
-	e.ino = kFirstDeviceIno + idx;
+	e.ino = (nds ? kFirstNdsIno : kFirstDeviceIno) + idx;
 	if (!fill_attr(req, e.ino, &e.attr)) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -115,6 +128,17 @@ void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_fil
 	fuse_reply_buf(req, buf.data(), used);
 }
 
+void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	name_worker();
+	Device *d = ino >= kFirstNdsIno ? device_of(req, ino - kFirstNdsIno + kFirstDeviceIno) : nullptr;
+	if (!d || d->nds_path().empty()) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	fuse_reply_readlink(req, d->nds_path().c_str());
+}
+
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi)
 {
 	name_worker();
@@ -156,6 +180,7 @@ const fuse_lowlevel_ops kOps = [] {
 	ops.getattr = op_getattr;
 	ops.readdir = op_readdir;
 	ops.open = op_open;
+	ops.readlink = op_readlink;
 	ops.ioctl = op_ioctl;
 	return ops;
 }();

@@ -34,6 +34,9 @@ int main(int argc, char **argv)
 	app.add_option("--link-gbps", cfg.link_gbps, "device collective link bandwidth, GB/s")
 		->check(CLI::PositiveNumber);
 	app.add_option("--collective-timeout-ms", cfg.collective_timeout_ms, "device collective timeout");
+	app.add_option("--nds-dir", cfg.nds_dir,
+		       "directory for the datastore window files (neuronN.nds); empty: no NDS, like an old driver");
+	app.add_option("--sysfs-root", cfg.sysfs_root, "write the neuron sysfs metrics tree under this root");
 	app.add_option("--ready-fd", ready_fd, "write 'ready\\n' to this fd once mounted");
 	app.add_flag("--die-with-parent", die_with_parent, "unmount and exit when the parent dies");
 	app.add_flag("-v,--verbose", verbose, "print per-device ioctl counters at exit");

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "nrt/nrt_signals.h"
 #include "sim_protocol.h"
 
 struct nrt_model {
@@ -158,12 +159,16 @@ NRT_STATUS nrt_init(nrt_framework_type_t, const char *, const char *)
 	neuron_arg_neuron_ds_info ds{};
 	if (dev_ioctl(NEURON_CMD_CRWL_NC_RANGE_MARK, &range, "CRWL_NC_RANGE_MARK") ||
 	    dev_ioctl(NEURON_CMD_NC_RESET, &nc_map, "NC_RESET") ||
-	    dev_ioctl(NEURON_CMD_NC_RESET_READY, &nc_map, "NC_RESET_READY") ||
-	    dev_ioctl(NEURON_CMD_ACQUIRE_NEURON_DS, &ds, "ACQUIRE_NEURON_DS")) {
+	    dev_ioctl(NEURON_CMD_NC_RESET_READY, &nc_map, "NC_RESET_READY")) {
 		close(r.fd);
 		r.fd = -1;
 		return NRT_FAILURE;
 	}
+	// The datastore is optional: an old driver has none (the runtime then
+	// only loses its metrics).
+	if (ioctl(r.fd, NEURON_CMD_ACQUIRE_NEURON_DS, &ds) == 0)
+		trainsim::nrt_signals::nds_attach(r.path, ds.mmap_offset, ds.size);
+	trainsim::nrt_signals::efa_open(r.path);
 	return NRT_SUCCESS;
 }
 
@@ -175,7 +180,9 @@ void nrt_close(void)
 		return;
 	neuron_arg_neuron_ds_info ds{};
 	crwl_arg range{};
-	dev_ioctl(NEURON_CMD_RELEASE_NEURON_DS, &ds, "RELEASE_NEURON_DS");
+	trainsim::nrt_signals::proxy_stop();
+	trainsim::nrt_signals::nds_detach();
+	ioctl(r.fd, NEURON_CMD_RELEASE_NEURON_DS, &ds);
 	dev_ioctl(NEURON_CMD_CRWL_NC_RANGE_UNMARK, &range, "CRWL_NC_RANGE_UNMARK");
 	close(r.fd);
 	r.fd = -1;
@@ -225,6 +232,19 @@ NRT_STATUS nrt_load(const void *neff_bytes, size_t size, int32_t start_nc, int32
 		st = dev_ioctl(TRAINSIM_CMD_NOTIFICATIONS_INIT_V2, &nq, "NOTIFICATIONS_INIT_V2");
 		r.nq_registered = !st;
 	}
+	// A program with a device collective gets the NC's network proxy thread.
+	if (!st && neff.cc_bytes > 0 && neff.cc_ranks > 1 &&
+	    !trainsim::nrt_signals::proxy_start(start_nc, static_cast<int>(neff.cc_ranks), [](uint64_t addr, uint32_t size,
+											int nc) {
+		    trainsim_nq_init_v2 q{};
+		    q.nq_dev_id = static_cast<uint32_t>(nc);
+		    q.nq_dev_type = TRAINSIM_NQ_DEV_TOPSP;
+		    q.size = size;
+		    q.on_host_memory = 1;
+		    q.mmap_offset = addr;
+		    return dev_ioctl(TRAINSIM_CMD_NOTIFICATIONS_INIT_V2, &q, "NOTIFICATIONS_INIT_V2(TOPSP)") == NRT_SUCCESS;
+	    }))
+		st = NRT_FAILURE;
 	if (!st) {
 		neuron_arg_semaphore sem{static_cast<uint32_t>(start_nc), 0, 0};
 		st = dev_ioctl(NEURON_CMD_SEMAPHORE_WRITE, &sem, "SEMAPHORE_WRITE");
@@ -348,6 +368,7 @@ NRT_STATUS nrt_execute(nrt_model_t *model, const nrt_tensor_set_t *, nrt_tensor_
 			return st;
 	}
 	info.t_kicked_ns = now_ns();
+	trainsim::nrt_signals::proxy_arm();
 
 	// 3. Wait like libnrt: poll the NQ entry in host memory, yield between
 	// polls. No blocking syscall, so the kernel only sees a runnable thread
@@ -358,6 +379,7 @@ NRT_STATUS nrt_execute(nrt_model_t *model, const nrt_tensor_set_t *, nrt_tensor_
 		if (now_ns() > deadline) {
 			fprintf(stderr, "nrt: execution %lu timed out\n", static_cast<unsigned long>(seq));
 			info.status = NRT_TIMEOUT;
+			trainsim::nrt_signals::proxy_disarm();
 			r.last = info;
 			r.have_last = true;
 			return NRT_TIMEOUT;
@@ -373,6 +395,9 @@ NRT_STATUS nrt_execute(nrt_model_t *model, const nrt_tensor_set_t *, nrt_tensor_
 	info.planned_compute_ns = e->planned_compute_ns;
 	info.planned_cc_xfer_ns = e->planned_cc_xfer_ns;
 	info.status = e->status;
+	trainsim::nrt_signals::proxy_disarm();
+	// Per-execution metrics into the datastore: memory writes, no syscall.
+	trainsim::nrt_signals::nds_record(model->nc, info);
 
 	// 4. Give the completed descriptors back.
 	neuron_arg_dma_ack_completed ack{TRAINSIM_EXEC_ENGINE, 0, 1};
@@ -391,6 +416,11 @@ int trainsim_nrt_last_exec(struct trainsim_exec_info *out)
 		return -1;
 	*out = rt().last;
 	return 0;
+}
+
+void trainsim_nrt_net_traffic(uint64_t tx_bytes, uint64_t rx_bytes)
+{
+	trainsim::nrt_signals::efa_messages(tx_bytes, rx_bytes);
 }
 
 const char *trainsim_nrt_device_path(void)

@@ -93,6 +93,10 @@ struct trainsim_exec_info {
 	int32_t status;
 };
 NRT_API int trainsim_nrt_last_exec(struct trainsim_exec_info *out);
+/* Host-driven collective traffic of this rank (bytes each way): the sim's
+ * network layer accounts it in the fake EFA counters (efa_<device index>
+ * under $TRAINSIM_SYSFS_ROOT). */
+NRT_API void trainsim_nrt_net_traffic(uint64_t tx_bytes, uint64_t rx_bytes);
 /* The device file libnrt opened, or NULL before nrt_init. */
 NRT_API const char *trainsim_nrt_device_path(void);
 

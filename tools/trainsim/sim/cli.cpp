@@ -91,6 +91,11 @@ CliOutcome parse_cli(const std::vector<std::string> &args)
 		->group("Paths");
 	TS_KNOB("--dev-dir", dev_dir, "FUSE mount point for the devices (default: fresh temp dir)")->group("Paths");
 	TS_KNOB("--truth", truth_path, "write the ground-truth JSON here")->group("Paths");
+	TS_KNOB("--sysfs-root", sysfs_root, "fake sysfs tree: neuron metrics, EFA counters (default: <run dir>/sys)")
+		->group("Paths");
+	TS_KNOB("--efa-gbit", efa_gbit, "fake EFA port rate, Gbit/s (0: --net-mbit if set, else 100)")
+		->group("Collectives");
+	TS_KNOB("--nds", nds, "1: serve the Neuron datastore; 0: none (old driver)")->group("Device");
 	reg(app.add_flag("-v,--verbose", cli.verbose, "more output on stderr"), [&](Knobs &k) { k.verbose = cli.verbose; })
 		->group("Paths");
 #undef TS_SIZE

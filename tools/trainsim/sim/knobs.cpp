@@ -204,6 +204,9 @@ std::string knobs_to_json(const Knobs &k)
 		{"pin_main", k.pin_main},
 		{"data_dir", k.data_dir},
 		{"dev_dir", k.dev_dir},
+		{"sysfs_root", k.sysfs_root},
+		{"efa_gbit", k.efa_gbit},
+		{"nds", k.nds},
 	};
 	return j.dump();
 }

@@ -64,6 +64,14 @@ struct Knobs {
 	std::string dev_dir;  // empty: fresh temp dir
 	std::string truth_path;
 	bool verbose = false;
+
+	// Device counters (issue 9): fake sysfs tree (neuron metrics, EFA
+	// counters) under sysfs_root (empty: <run dir>/sys); the EFA port rate
+	// (0: --net-mbit when set, else 100 Gbit/s); nds 0 serves no datastore
+	// (ACQUIRE_NEURON_DS fails like on an old driver).
+	std::string sysfs_root;
+	double efa_gbit = 0;
+	int nds = 1;
 };
 
 const std::vector<std::string> &scenario_names();

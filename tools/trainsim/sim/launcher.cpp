@@ -100,7 +100,11 @@ public:
 						   std::to_string(k.link_gbps),
 						   "--ready-fd",
 						   std::to_string(fd),
-						   "--die-with-parent"};
+						   "--die-with-parent",
+						   "--sysfs-root",
+						   k.sysfs_root};
+			if (k.nds)
+				a.insert(a.end(), {"--nds-dir", dir + ".nds"});
 			if (k.verbose)
 				a.push_back("--verbose");
 			std::vector<char *> argv;
@@ -307,6 +311,18 @@ int run_launcher(const Knobs &k_in)
 	bool own_dev = k.dev_dir.empty();
 	if (own_dev)
 		k.dev_dir = work + "/dev";
+	// The fake sysfs tree is rewritten on every collective and execution
+	// (write + rename per counter): keep it in memory, as the real sysfs is,
+	// so it costs microseconds, not a journaled disk rename per counter.
+	std::string shm_sys;
+	if (k.sysfs_root.empty()) {
+		std::error_code shm_ec;
+		if (fs::is_directory("/dev/shm", shm_ec))
+			shm_sys = make_temp_dir("/dev/shm", "trainsim-sys-");
+		k.sysfs_root = shm_sys.empty() ? work + "/sys" : shm_sys;
+	}
+	if (k.efa_gbit <= 0)
+		k.efa_gbit = k.net_mbit > 0 ? k.net_mbit / 1000.0 : 100.0;
 	int rc = 1;
 	DeviceDaemon daemon;
 	pid_t noise = -1;
@@ -461,6 +477,8 @@ int run_launcher(const Knobs &k_in)
 	// Never recurse into a mount that failed to go away.
 	if (!own_dev || !is_mount_point(k.dev_dir))
 		fs::remove_all(work, ec);
+	if (!shm_sys.empty())
+		fs::remove_all(shm_sys, ec);
 	if (own_data)
 		fs::remove_all(k.data_dir, ec);
 	return g_stop ? 130 : rc;

@@ -138,6 +138,8 @@ int run(const RankContext &ctx)
 		pin_to_cpu(ctx.rank);
 
 	setenv("TRAINSIM_NEURON_DEVICE", ctx.device_path.c_str(), 1);
+	setenv("TRAINSIM_SYSFS_ROOT", k.sysfs_root.c_str(), 1);
+	setenv("TRAINSIM_EFA_GBIT", std::to_string(k.efa_gbit).c_str(), 1);
 	fail_if(nrt_init(NRT_FRAMEWORK_TYPE_PYTORCH, "2.1", "trainsim") != NRT_SUCCESS, "nrt_init failed");
 	std::string neff = build_neff(k);
 	nrt_model_t *model = nullptr;
@@ -229,7 +231,10 @@ int run(const RankContext &ctx)
 			t = now_ns();
 			d = rec.rd.read();
 			std::fill(grads.begin(), grads.end(), static_cast<float>(ctx.rank + 1));
+			uint64_t sent0 = coll.bytes_sent();
 			fail_if(!coll.allreduce(grads.data(), grads.size(), &err), err);
+			// A ring all-reduce receives what it sends.
+			trainsim_nrt_net_traffic(coll.bytes_sent() - sent0, coll.bytes_sent() - sent0);
 			fail_if(grads.front() != expect || grads.back() != expect || grads[grads.size() / 2] != expect,
 				"host all-reduce produced a wrong sum");
 			rec.add("host_allreduce", tr::kCollective, t, d);

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+// Daemon pieces that need no privileges: config, discovery parsers, the
+// exposition format, the CPU budget ladder and the flight recorder.
+#include <catch2/catch.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "capture/capture_file.h"
+#include "daemon/budget.h"
+#include "daemon/config.h"
+#include "daemon/daemon_harness.h"
+#include "daemon/discovery.h"
+#include "daemon/exposition.h"
+#include "daemon/flight_recorder.h"
+#include "steptrace_abi.h"
+
+using namespace steptrace;
+using namespace steptrace::daemon;
+
+TEST_CASE("daemon config: TOML file, then flags override", "[daemon]") {
+  DaemonConfig c;
+  auto r = apply_config_toml(R"(
+listen = "0.0.0.0:9999"
+max_cpu_percent = 2
+window_seconds = 5.5
+accel_devs = ["/dev/a", "/dev/b"]
+auto_dump = false
+)", "test.toml", c);
+  REQUIRE(r.ok());
+  CHECK(c.listen == "0.0.0.0:9999");
+  CHECK(c.max_cpu_percent == 2.0);  // an integer is accepted for a float key
+  CHECK(c.window_s == 5.5);
+  CHECK(c.accel_devs == std::vector<std::string>{"/dev/a", "/dev/b"});
+  CHECK_FALSE(c.auto_dump);
+
+  const char* argv[] = {"daemon", "--max-cpu", "0.5", "--accel-dev", "/dev/c"};
+  int code = 0;
+  REQUIRE(parse_daemon_flags(5, argv, c, &code).ok());
+  CHECK(c.max_cpu_percent == 0.5);
+  CHECK(c.accel_devs == std::vector<std::string>{"/dev/c"});
+  CHECK(c.listen == "0.0.0.0:9999");  // not given on the command line: the file's value stays
+}
+
+TEST_CASE("daemon config: errors name the problem", "[daemon]") {
+  DaemonConfig c;
+  auto unknown = apply_config_toml("lisen = \"x\"\n", "f.toml", c);
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().message.find("unknown key 'lisen'") != std::string::npos);
+  auto type = apply_config_toml("window_seconds = \"ten\"\n", "f.toml", c);
+  REQUIRE_FALSE(type.ok());
+  CHECK(type.error().message.find("window_seconds") != std::string::npos);
+  auto syntax = apply_config_toml("listen = \n", "f.toml", c);
+  CHECK_FALSE(syntax.ok());
+  auto frac = apply_config_toml("scan_ms = 1.5\n", "f.toml", c);
+  CHECK_FALSE(frac.ok());
+
+  DaemonConfig v;
+  CHECK(validate(v).ok());
+  v.ring_mib = 3;
+  CHECK_FALSE(validate(v).ok());
+  v = DaemonConfig{};
+  v.max_cpu_percent = 0;
+  CHECK_FALSE(validate(v).ok());
+  v = DaemonConfig{};
+  v.dump_dir = "relative";
+  CHECK_FALSE(validate(v).ok());
+  v = DaemonConfig{};
+  v.collectors = "sched,bogus";
+  CHECK_FALSE(validate(v).ok());
+
+  auto l = split_listen("[::1]:9464");
+  REQUIRE(l.ok());
+  CHECK(l->first == "::1");
+  CHECK(l->second == 9464);
+  CHECK_FALSE(split_listen("127.0.0.1").ok());
+  CHECK_FALSE(split_listen("127.0.0.1:99999").ok());
+  CHECK_FALSE(split_listen("127.0.0.1:12x").ok());
+}
+
+TEST_CASE("daemon config: --config that cannot be read is an error", "[daemon]") {
+  const char* argv[] = {"daemon", "--config", "/nonexistent/steptrace.toml"};
+  int code = 0;
+  auto r = load_config(3, argv, &code);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("/nonexistent/steptrace.toml") != std::string::npos);
+}
+
+TEST_CASE("daemon discovery parsers", "[daemon]") {
+  std::vector<std::string> paths = {"/tmp/sim/neuron0"};
+  CHECK(accel_link_matches("/tmp/sim/neuron0", paths));
+  CHECK_FALSE(accel_link_matches("/tmp/sim/neuron01", paths));
+  CHECK(accel_link_matches("/dev/neuron3", {}));
+  CHECK_FALSE(accel_link_matches("/dev/neuron", {}));
+  CHECK_FALSE(accel_link_matches("/dev/neuronx", {}));
+  CHECK_FALSE(accel_link_matches("socket:[1234]", paths));
+
+  std::string env = std::string("PATH=/bin\0RANK=3\0TORCHELASTIC_RUN_ID=run7\0", 42);
+  auto id = parse_identity(env, "0::/kubepods/pod1/cri-abc.scope\n");
+  CHECK(id.job == "run7");
+  CHECK(id.rank == "3");
+  auto id2 = parse_identity(std::string("A=1\0", 4), "0::/system.slice/train.service\n");
+  CHECK(id2.job == "train.service");
+  CHECK(id2.rank.empty());
+  CHECK(parse_identity("", "0::/\n").job == "root");
+
+  CHECK(parse_stat_ppid("123 (a) b) c) S 77 123 123 0") == 77u);
+  CHECK_FALSE(parse_stat_ppid("garbage").has_value());
+}
+
+TEST_CASE("exposition: escaping and number format", "[daemon]") {
+  CHECK(escape_label_value("a\"b\\c\nd") == "a\\\"b\\\\c\\nd");
+  CHECK(format_value(3) == "3");
+  CHECK(format_value(0.25) == "0.25");
+  CHECK(format_value(1.0 / 0.0) == "+Inf");
+  Exposition x;
+  x.family("m_total", "counter", "help text");
+  x.sample("m_total", {{"job", "j\"1"}}, 2);
+  CHECK(x.text() == "# HELP m_total help text\n# TYPE m_total counter\nm_total{job=\"j\\\"1\"} 2\n");
+}
+
+TEST_CASE("CPU budget: degrades in order, recovers after the hold time", "[daemon]") {
+  BudgetController b(1.0);
+  double t = 0;
+  // 10% of a core: one level per measured window, up to the last level.
+  int degrades = 0;
+  for (int i = 0; i < 100; ++i) {
+    t += 1;
+    if (b.sample(t, 0.10, 1.0) == BudgetController::Action::degrade) ++degrades;
+  }
+  CHECK(degrades == kMaxLevel);
+  CHECK(b.level() == kMaxLevel);
+  CHECK(std::string(kLevels[b.level()].name) == "paused");
+  // Quiet: no recovery before the hold time, one level after it.
+  int recovers = 0;
+  double start = t;
+  for (int i = 0; i < 59; ++i) {
+    t += 1;
+    if (b.sample(t, 0.0, 1.0) == BudgetController::Action::recover) ++recovers;
+  }
+  CHECK(recovers == 0);
+  for (int i = 0; i < 10; ++i) {
+    t += 1;
+    if (b.sample(t, 0.0, 1.0) == BudgetController::Action::recover) ++recovers;
+  }
+  CHECK(recovers == 1);
+  CHECK(b.level() == kMaxLevel - 1);
+  CHECK(t - start >= 60);
+  // Under budget from the start: nothing happens.
+  BudgetController ok(1.0);
+  for (int i = 1; i < 30; ++i) CHECK(ok.sample(i, 0.005, 1.0) == BudgetController::Action::none);
+  CHECK(ok.level() == 0);
+}
+
+TEST_CASE("flight recorder: bounded by bytes and age, dumps a readable capture", "[daemon]") {
+  FlightRecorder fr(2'000'000'000ull, 4 * FlightRecorder::kBlockBytes);
+  std::vector<uint8_t> rec(sizeof(st_event_header) + 32, 0);
+  auto put = [&](uint64_t ts) {
+    st_event_header h{};
+    h.size = static_cast<uint16_t>(rec.size());
+    h.kind = ST_EV_TASK_COMM;
+    h.ts_ns = ts;
+    std::memcpy(rec.data(), &h, sizeof(h));
+    fr.append(ts, rec.data(), rec.size());
+  };
+  for (uint64_t i = 0; i < 200'000; ++i) put(1'000'000'000ull + i);
+  CHECK(fr.bytes() <= 4 * FlightRecorder::kBlockBytes);
+  CHECK(fr.evicted_records() > 0);
+  uint64_t held = fr.records();
+  CHECK(held > 1000);
+  // Age: everything older than 2 s goes, except the block being filled.
+  put(10'000'000'000ull);
+  fr.evict(10'000'000'000ull);
+  CHECK(fr.records() < held);
+
+  auto dir = test::make_tmpdir("fr");
+  std::string path = dir + "/fr.cap";
+  REQUIRE(fr.dump(path, nlohmann::json{{"host", "t"}, {"abi_version", ST_ABI_VERSION}}, DropStats{}, 1).ok());
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  uint64_t n = 0;
+  auto c = read_capture(path, [&](const void*, size_t len) {
+    CHECK(len == rec.size());
+    ++n;
+  });
+  REQUIRE(c.ok());
+  CHECK(n == fr.records());
+  // Never through a symlink.
+  std::string link = dir + "/link.cap";
+  REQUIRE(::symlink("/tmp/steptrace-should-not-exist", link.c_str()) == 0);
+  REQUIRE(::symlink((dir + "/victim").c_str(), (link + ".tmp").c_str()) == 0);
+  CHECK_FALSE(fr.dump(link, nlohmann::json{{"host", "t"}}, DropStats{}, 1).ok());
+  CHECK(::access((dir + "/victim").c_str(), F_OK) != 0);
+  std::system(("rm -rf " + dir).c_str());
+}

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+// Device counter readers against fake trees: NDS layout and decoding, the
+// "NDS unavailable" paths, EFA and Neuron sysfs parsing.
+#include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "signals/counters.h"
+#include "signals/device_signals.h"
+
+using namespace steptrace::signals;
+namespace fs = std::filesystem;
+
+namespace {
+std::string temp_dir() {
+  char t[] = "/tmp/st-signals.XXXXXX";
+  REQUIRE(mkdtemp(t) != nullptr);
+  return t;
+}
+void put(const std::string& path, const std::string& text) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path) << text;
+}
+}  // namespace
+
+TEST_CASE("nds: counter offsets follow the driver layout (device-counters.md worked table)", "[signals]") {
+  CHECK(nds_nc_offset(0, kNcTimeInUse) == 0x100);
+  CHECK(nds_nc_offset(1, kNcTimeInUse) == 0x1F8);
+  CHECK(nds_nc_offset(3, kNcTimeInUse) == 0x3E8);
+  CHECK(nds_nc_offset(4, kNcTimeInUse) == 0xE280);
+  CHECK(nds_nc_offset(7, kNcTimeInUse) == 0xEB80);
+  CHECK(nds_nc_offset(0, kNcLatencyDevice) == 0x168);
+  CHECK(nds_nc_offset(2, kNcLatencyTotal) == 0x360);
+  CHECK(nds_nc_offset(0, kNcTime) == 0x178);
+  CHECK(nds_nc_offset(1, kNcCcTime) == 0x2A0);
+  CHECK(nds_nc_offset(7, kNcCcTime) == 0xEC28);
+  CHECK(nds_nc_offset(3, kNcInferenceCount) == 0x4C8);
+  CHECK(nds_nc_offset(4, kNcMacCount) == 0xE368);
+  // EXT band for NCs 0-3: counter 31 of NC0 starts the band.
+  CHECK(nds_nc_offset(0, kNcHwErrCollectives) == 55936);
+  CHECK(nds_nc_offset(15, 94) + 8 <= kNdsRequiredBytes);
+}
+
+TEST_CASE("nds: latency words decode as double seconds or integer microseconds", "[signals]") {
+  double s = 0.0425;
+  uint64_t bits;
+  std::memcpy(&bits, &s, sizeof(bits));
+  CHECK(nds_decode_seconds(bits) == Approx(0.0425));
+  CHECK(nds_decode_seconds(42500) == Approx(0.0425));  // integer us
+  CHECK(nds_decode_seconds(0) == 0);
+}
+
+TEST_CASE("nds: a slab is read with its sequence number", "[signals]") {
+  std::vector<uint8_t> slab(kNdsSlabBytes, 0);
+  std::memcpy(slab.data(), "nds", 4);
+  auto put64 = [&](int nc, int k, uint64_t v) { std::memcpy(slab.data() + nds_nc_offset(nc, k), &v, 8); };
+  auto sec = [](double d) {
+    uint64_t b;
+    std::memcpy(&b, &d, 8);
+    return b;
+  };
+  put64(1, kNcInferenceCount, 7);
+  put64(1, kNcInferCompleted, 6);
+  put64(1, kNcInferTimedOut, 1);
+  put64(1, kNcLatencyDevice, sec(0.05));
+  put64(1, kNcTime, sec(0.03));
+  put64(1, kNcCcTime, sec(0.02));
+  CHECK(nds_header_ok(slab.data(), slab.size()));
+  auto s = nds_read_nc(slab.data(), slab.size(), 1);
+  CHECK(s.inference_count == 7);
+  CHECK(s.completed == 6);
+  CHECK(s.timeouts == 1);
+  CHECK(s.compute_s == Approx(0.03));
+  CHECK(s.cc_s == Approx(0.02));
+  CHECK(s.device_s == Approx(0.05));
+  CHECK(nds_read_nc(slab.data(), slab.size(), 0).inference_count == 0);
+}
+
+TEST_CASE("nds: unavailable datastores are detected and explained", "[signals]") {
+  std::string dir = temp_dir();
+  SECTION("no device under the root") {
+    DeviceSignals ds(SignalsConfig{true, dir + "/sys", dir + "/dev"});
+    ds.tick(1, {static_cast<uint32_t>(getpid())});
+    auto d = ds.take();
+    CHECK(d.pid_device.empty());
+    CHECK(d.nds_problem.find("no Neuron device") != std::string::npos);
+  }
+  SECTION("a device file whose driver has no ACQUIRE_NEURON_DS (old driver)") {
+    put(dir + "/dev/neuron0", "");  // a regular file: every ioctl is ENOTTY
+    NdsView v;
+    int err = 0;
+    CHECK(v.open(dir + "/dev/neuron0", static_cast<uint32_t>(getpid()), &err) == NdsError::unsupported);
+    CHECK(err == ENOTTY);
+    CHECK_FALSE(v.ok());
+    DeviceSignals ds(SignalsConfig{true, dir + "/sys", dir + "/dev"});
+    REQUIRE(ds.data().devices.size() == 1);
+    ds.tick(1, {static_cast<uint32_t>(getpid())});
+    auto d = ds.take();
+    CHECK(d.pid_device.empty());
+    CHECK(d.nds_problem.find("old driver") != std::string::npos);
+  }
+  SECTION("a device that cannot be opened") {
+    CHECK(NdsView().open(dir + "/dev/neuron9", 1) == NdsError::no_device);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("efa: ports, rate and counters are read from a fake sysfs tree", "[signals]") {
+  std::string dir = temp_dir();
+  std::string p1 = dir + "/class/infiniband/efa_1/ports/1";
+  put(p1 + "/rate", "100 Gb/sec (4X EDR)\n");
+  put(p1 + "/hw_counters/tx_bytes", "12345\n");
+  put(p1 + "/hw_counters/rdma_write_bytes", "77\n");
+  std::string p0 = dir + "/class/infiniband/efa_0/ports/1";
+  put(p0 + "/rate", "3.2 Gb/sec (1X)\n");
+  put(p0 + "/hw_counters/rx_bytes", "5\n");
+  put(dir + "/class/infiniband/mlx5_0/ports/1/hw_counters/tx_bytes", "1\n");  // not EFA
+  auto ports = find_efa_ports(dir);
+  REQUIRE(ports.size() == 2);
+  CHECK(ports[0].name == "efa_0");
+  CHECK(ports[0].rate_gbit == Approx(3.2));
+  CHECK(ports[1].rate_gbit == Approx(100));
+  auto c = read_efa_counters(ports[1]);
+  CHECK(c.at("tx_bytes") == 12345);
+  CHECK(c.at("rdma_write_bytes") == 77);
+  CHECK(c.count("rx_bytes") == 0);
+  CHECK(parse_ib_rate_gbit("400 Gb/sec (4X NDR)").value() == Approx(400));
+  CHECK_FALSE(parse_ib_rate_gbit("fast").has_value());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("neuron sysfs: status and memory counters of every core", "[signals]") {
+  std::string dir = temp_dir();
+  std::string nd = neuron_sysfs_dir(dir, 3);
+  put(nd + "/neuron_core0/stats/status/timeout/total", "2\n");
+  put(nd + "/neuron_core1/stats/status/success/total", "40\n");
+  put(nd + "/neuron_core1/stats/memory_usage/device_mem/tensors/total", "4096\n");
+  put(nd + "/stats/memory_usage/host_mem/tensors/total", "8\n");
+  auto m = read_neuron_sysfs(dir, 3);
+  CHECK(m.at("neuron_core0/status/timeout") == 2);
+  CHECK(m.at("neuron_core1/status/success") == 40);
+  CHECK(m.at("neuron_core1/memory_usage/device_mem/tensors") == 4096);
+  CHECK(m.at("host_mem/tensors") == 8);
+  CHECK(read_neuron_sysfs(dir, 0).empty());
+  fs::remove_all(dir);
+}

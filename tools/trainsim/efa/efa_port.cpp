@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include "efa/efa_port.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <utility>
+
+namespace trainsim::efa {
+
+namespace {
+constexpr uint64_t kMtu = 8192; // bytes per packet for the packet counters
+
+void write_value(const std::string &path, const std::string &text)
+{
+	std::string tmp = path + ".tmp";
+	if (FILE *f = fopen(tmp.c_str(), "w")) {
+		fputs(text.c_str(), f);
+		fclose(f);
+		rename(tmp.c_str(), path.c_str());
+	}
+}
+} // namespace
+
+std::string rate_text(double gbit)
+{
+	char buf[64];
+	snprintf(buf, sizeof(buf), "%g Gb/sec (4X)\n", gbit);
+	return buf;
+}
+
+bool Port::open(const std::string &sysfs_root, int index, double rate_gbit)
+{
+	if (sysfs_root.empty() || index < 0)
+		return false;
+	std::string base = sysfs_root + "/class/infiniband/efa_" + std::to_string(index);
+	std::error_code ec;
+	std::filesystem::create_directories(base + "/ports/1/hw_counters", ec);
+	std::filesystem::create_directories(base + "/hw_counters", ec);
+	if (ec)
+		return false;
+	write_value(base + "/ports/1/rate", rate_text(rate_gbit));
+	write_value(base + "/ports/1/hw_counters/lifespan", "10\n");
+	std::lock_guard lk(mu_);
+	dir_ = base + "/ports/1/hw_counters";
+	flush();
+	return true;
+}
+
+void Port::flush()
+{
+	const std::pair<const char *, uint64_t> rows[] = {
+		{"tx_bytes", tx_bytes_},
+		{"tx_pkts", tx_pkts_},
+		{"rx_bytes", rx_bytes_},
+		{"rx_pkts", rx_pkts_},
+		{"rx_drops", 0},
+		{"send_bytes", send_bytes_},
+		{"send_wrs", send_wrs_},
+		{"recv_bytes", recv_bytes_},
+		{"recv_wrs", recv_wrs_},
+		{"rdma_read_wrs", 0},
+		{"rdma_read_bytes", 0},
+		{"rdma_read_wr_err", 0},
+		{"rdma_read_resp_bytes", 0},
+		{"rdma_write_wrs", rdma_write_wrs_},
+		{"rdma_write_bytes", rdma_write_bytes_},
+		{"rdma_write_wr_err", 0},
+		{"rdma_write_recv_bytes", rdma_write_recv_bytes_},
+		{"retrans_bytes", 0},
+		{"retrans_pkts", 0},
+		{"retrans_timeout_events", 0},
+		{"unresponsive_remote_events", 0},
+		{"impaired_remote_conn_events", 0},
+	};
+	for (const auto &[name, v] : rows)
+		write_value(dir_ + "/" + name, std::to_string(v) + "\n");
+}
+
+void Port::add_messages(uint64_t tx, uint64_t rx)
+{
+	std::lock_guard lk(mu_);
+	if (dir_.empty())
+		return;
+	tx_bytes_ += tx;
+	rx_bytes_ += rx;
+	tx_pkts_ += (tx + kMtu - 1) / kMtu;
+	rx_pkts_ += (rx + kMtu - 1) / kMtu;
+	send_bytes_ += tx;
+	recv_bytes_ += rx;
+	send_wrs_ += tx ? 1 : 0;
+	recv_wrs_ += rx ? 1 : 0;
+	flush();
+}
+
+void Port::add_rdma_write(uint64_t tx, uint64_t rx)
+{
+	std::lock_guard lk(mu_);
+	if (dir_.empty())
+		return;
+	tx_bytes_ += tx;
+	rx_bytes_ += rx;
+	tx_pkts_ += (tx + kMtu - 1) / kMtu;
+	rx_pkts_ += (rx + kMtu - 1) / kMtu;
+	rdma_write_bytes_ += tx;
+	rdma_write_recv_bytes_ += rx;
+	rdma_write_wrs_ += tx ? 1 : 0;
+	flush();
+}
+
+} // namespace trainsim::efa

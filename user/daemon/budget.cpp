@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "daemon/budget.h"
+
+namespace steptrace::daemon {
+
+double BudgetController::average_percent() const {
+  double cpu = 0, wall = 0;
+  for (const auto& s : samples_) {
+    cpu += s.cpu;
+    wall += s.wall;
+  }
+  return wall > 0 ? 100.0 * cpu / wall : 0;
+}
+
+BudgetController::Action BudgetController::sample(double now_s, double cpu_s, double wall_s) {
+  if (wall_s <= 0) return Action::none;
+  samples_.push_back({now_s, cpu_s, wall_s});
+  while (!samples_.empty() && samples_.front().t < now_s - kWindowS) samples_.pop_front();
+  // Judge only a full window measured at the current level.
+  double covered = 0;
+  for (const auto& s : samples_) covered += s.wall;
+  if (covered < kWindowS * 0.8) return Action::none;
+  double avg = average_percent();
+  if (avg > max_percent_) {
+    under_since_ = -1;
+    if (level_ < kMaxLevel) {
+      ++level_;
+      // A relapse soon after recovering: wait longer before the next try.
+      if (now_s - last_recover_at_ < 2 * hold_s_) hold_s_ = std::min(hold_s_ * 2, 3600.0);
+      changed_at_ = now_s;
+      decided_at_percent_ = avg;
+      samples_.clear();
+      return Action::degrade;
+    }
+    return Action::none;
+  }
+  if (level_ > 0 && avg < max_percent_ * kRecoverFraction) {
+    if (under_since_ < 0) under_since_ = now_s;
+    if (now_s - under_since_ >= hold_s_ && now_s - changed_at_ >= hold_s_) {
+      --level_;
+      changed_at_ = last_recover_at_ = now_s;
+      decided_at_percent_ = avg;
+      under_since_ = -1;
+      samples_.clear();
+      return Action::recover;
+    }
+  } else {
+    under_since_ = -1;
+  }
+  return Action::none;
+}
+
+}  // namespace steptrace::daemon

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+// `steptrace daemon` configuration: built-in defaults, then the TOML file
+// (/etc/steptrace/steptrace.toml), then command-line flags, which always win.
+// SIGHUP repeats the same three steps, so a flag given at start keeps
+// overriding the file across reloads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace steptrace::daemon {
+
+inline constexpr const char* kDefaultConfigPath = "/etc/steptrace/steptrace.toml";
+
+struct DaemonConfig {
+  std::string config_path = kDefaultConfigPath;
+  bool config_explicit = false;        // --config given: a missing file is an error
+  std::string listen = "127.0.0.1:9464";
+  double max_cpu_percent = 1.0;        // of one core: userspace + BPF run time
+  double window_s = 10;                // analysis window (steps crossing an edge are cut)
+  uint32_t scan_ms = 1000;             // /proc/*/fd discovery interval
+  uint32_t drain_ms = 10;
+  uint32_t ring_mib = 16;
+  std::string collectors = "all";
+  std::vector<std::string> accel_devs;
+  std::vector<std::string> runtime_libs;
+  std::string btf_path;
+  std::string host;                    // label; "" = gethostname()
+  // Flight recorder.
+  double flight_seconds = 30;
+  uint32_t flight_mib = 32;
+  std::string dump_dir = "/var/lib/steptrace";
+  bool auto_dump = true;
+  double auto_dump_factor = 3.0;       // a step longer than p99 x this triggers a dump
+  double dump_min_interval_s = 300;    // rate limit for automatic and requested dumps
+  // Hard caps (memory stays bounded however long the daemon runs).
+  uint32_t max_processes = 4096;       // tracked accelerator processes
+  uint64_t max_window_events = 4'000'000;  // a window closes early at this many events
+  uint32_t max_series = 512;           // per-rank metric series kept
+  int verbose = 0;
+};
+
+// Parses the daemon's flags into `into` (only flags that are present are
+// written). argv[0] is "daemon". --help sets *exit_code 0 and returns an empty Error.
+Result<Ok> parse_daemon_flags(int argc, const char* const* argv, DaemonConfig& into, int* exit_code);
+
+// Applies a TOML document (text) onto `into`. Unknown keys and wrong types are errors.
+Result<Ok> apply_config_toml(const std::string& text, const std::string& origin, DaemonConfig& into);
+
+// Defaults -> file -> flags. The file is optional unless --config was given.
+Result<DaemonConfig> load_config(int argc, const char* const* argv, int* exit_code);
+
+// Checks ranges and formats ("HOST:PORT").
+Result<Ok> validate(const DaemonConfig& c);
+// "127.0.0.1:9464" -> host, port; "[::1]:9464" too.
+Result<std::pair<std::string, int>> split_listen(const std::string& s);
+
+}  // namespace steptrace::daemon

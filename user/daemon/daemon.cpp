@@ -1,0 +1,1055 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "daemon/daemon.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "capture/reorder.h"
+#include "capture/ring_reader.h"
+#include "cli/options.h"
+#include "daemon/budget.h"
+#include "daemon/config.h"
+#include "daemon/discovery.h"
+#include "daemon/exposition.h"
+#include "daemon/flight_recorder.h"
+#include "decode/decoder.h"
+#include "loader/features.h"
+#include "loader/preflight.h"
+#include "loader/tracer.h"
+#include "session/analysis.h"
+#include "session/session.h"
+#include "steptrace_abi.h"
+#include "util/log.h"
+#include "util/sys_root.h"
+
+namespace steptrace::daemon {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+std::atomic<bool> g_reload{false};
+std::atomic<bool> g_dump{false};
+
+void on_stop(int) { g_stop.store(true); }
+void on_hup(int) { g_reload.store(true); }
+void on_usr1(int) { g_dump.store(true); }
+
+constexpr double kBuckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+constexpr size_t kNumBuckets = sizeof(kBuckets) / sizeof(kBuckets[0]);
+constexpr size_t kStepHistory = 4096;   // step durations kept for the p99 of the auto-dump trigger
+constexpr size_t kMinHistory = 100;     // no automatic dump before this many steps
+constexpr int kMaxDumpFiles = 16;       // oldest flight-recorder captures are removed
+constexpr double kManualDumpMinS = 5;   // SIGUSR1 / POST /dump rate limit
+
+struct CpuTimes {
+  double user = 0, sys = 0;
+};
+CpuTimes rusage_self() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return {static_cast<double>(ru.ru_utime.tv_sec) + static_cast<double>(ru.ru_utime.tv_usec) / 1e6,
+          static_cast<double>(ru.ru_stime.tv_sec) + static_cast<double>(ru.ru_stime.tv_usec) / 1e6};
+}
+
+uint64_t rss_bytes() {
+  auto s = read_small_file("/proc/self/statm", 4096);
+  if (!s) return 0;
+  unsigned long size = 0, res = 0;
+  if (std::sscanf(s->c_str(), "%lu %lu", &size, &res) != 2) return 0;
+  return static_cast<uint64_t>(res) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+std::string hostname() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+double now_s() { return static_cast<double>(monotonic_ns()) / 1e9; }
+
+struct RankSeries {
+  std::string job, rank, pid;
+  uint32_t pid_num = 0;
+  std::array<double, kCategories> cat_s{};
+  std::array<uint64_t, kNumBuckets> buckets{};
+  double sum_s = 0;
+  uint64_t count = 0;
+  uint64_t straggler_steps = 0;
+  uint64_t last_window = 0;
+};
+
+struct DumpRequest {
+  std::string reason;
+  bool done = false;
+  int http_status = 0;
+  std::string message;
+};
+
+class Daemon {
+ public:
+  Daemon(DaemonConfig cfg, int argc, char** argv) : cfg_(std::move(cfg)), argc_(argc), argv_(argv),
+      flight_(0, 0), budget_(cfg_.max_cpu_percent) {}
+  ~Daemon();
+  Status start();
+  int run();
+
+ private:
+  Status build_tracer();
+  void drop_tracer();
+  void apply_level(int level, const char* why);
+  uint32_t wanted_subsystems() const;
+  void on_record(const void* data, size_t len);
+  void resolve_accel_devs(bool first_time);
+  void discover();
+  void track(uint32_t pid, bool log_it);
+  void note_new_process(uint32_t pid);
+  void note_parent(uint32_t child, uint32_t parent);
+  void seed_parents();
+  void scan_for_libs();
+  void attach_lib(const std::string& path);
+  void close_window(uint64_t now, const char* reason);
+  void publish(const JobAnalysis& ja);
+  void sample_cpu();
+  void render_metrics();
+  void reload();
+  void apply_runtime_config();
+  void handle_dumps();
+  Result<std::string> dump(const std::string& reason);
+  Status prepare_dump_dir();
+  nlohmann::json capture_meta(const std::string& reason) const;
+  DropStats cumulative_drops() const;
+  void start_http(const std::string& host, int port, int* fd_ok);
+
+  DaemonConfig cfg_;
+  int argc_;
+  char** argv_;
+  std::string host_;
+  KernelFeatures features_;
+  uint32_t neuron_major_ = 0;
+  uint32_t base_subsystems_ = 0;
+  uint32_t active_subsystems_ = 0;
+  uint32_t drain_ms_ = 10;
+
+  std::unique_ptr<BpfTracer> tracer_;
+  std::unique_ptr<RingReader> reader_;
+  int stats_fd_ = -1;
+  Decoder decoder_;
+  Reorderer reorder_;
+  std::unique_ptr<Analysis> analysis_;
+  uint64_t window_start_ns_ = 0, window_events_ = 0, window_no_ = 0;
+  DropStats drops_window_start_{};
+  DropStats drops_base_{};           // counters of tracers that were replaced
+  double bpf_base_s_ = 0;
+  std::map<std::string, double> prog_base_s_;
+  std::vector<bool> accel_resolved_;
+
+  ProcScanner scanner_;
+  std::map<uint32_t, ProcIdentity> tracked_;  // accelerator holders and their followed descendants' roots
+  std::map<uint32_t, ProcIdentity> identity_cache_;
+  // Fork relations of traced processes. Each window's Analysis starts empty, and
+  // analyze_job finds a rank's DataLoader workers through them: they are replayed
+  // into every new window as fork events.
+  std::map<uint32_t, uint32_t> parents_;
+  struct ScanState {
+    uint64_t first_seen_ns, next_scan_ns, interval_ns;
+  };
+  std::map<uint32_t, ScanState> lib_scan_;
+  std::set<std::string> probed_libs_;
+  std::vector<std::string> known_libs_;  // re-attached when the tracer is rebuilt
+  uint64_t next_discover_ns_ = 0;
+
+  FlightRecorder flight_;
+  BudgetController budget_;
+  double last_cpu_total_ = 0, last_sample_s_ = 0;
+  CpuTimes cpu_{};
+  double bpf_now_s_ = 0;
+
+  std::map<std::string, RankSeries> series_;
+  std::deque<double> step_history_;
+  Verdict verdict_;
+  bool have_verdict_ = false;
+  struct Straggler {
+    std::string job, rank, pid;
+    int rank_num = -1;
+  } straggler_;
+
+  // Counters.
+  uint64_t records_ = 0, discovered_total_ = 0, degradations_ = 0, windows_total_ = 0;
+  std::map<std::string, uint64_t> cap_hits_, dumps_ok_, window_closes_;
+  uint64_t dump_failures_ = 0, reload_ok_ = 0, reload_err_ = 0;
+  double last_auto_dump_s_ = -1e18, last_manual_dump_s_ = -1e18;
+
+  // HTTP.
+  std::unique_ptr<httplib::Server> http_;
+  std::thread http_thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string metrics_text_;
+  std::deque<std::shared_ptr<DumpRequest>> dump_queue_;
+};
+
+Daemon::~Daemon() {
+  if (http_) http_->stop();
+  if (http_thread_.joinable()) http_thread_.join();
+  if (stats_fd_ >= 0) ::close(stats_fd_);
+}
+
+uint32_t Daemon::wanted_subsystems() const {
+  uint32_t s = base_subsystems_;
+  int lvl = budget_.level();
+  if (lvl >= 2) s &= ~static_cast<uint32_t>(ST_SUB_NET);
+  if (lvl >= 3) s &= ~static_cast<uint32_t>(ST_SUB_BLOCK);
+  if (lvl >= 4) s &= ~static_cast<uint32_t>(ST_SUB_SCHED);
+  if (lvl >= 5) s = 0;
+  return s;
+}
+
+Status Daemon::start() {
+  host_ = cfg_.host.empty() ? hostname() : cfg_.host;
+  features_ = probe_features(cfg_.btf_path);
+  auto lockdown = read_small_file("/sys/kernel/security/lockdown");
+  auto rows = run_preflight(features_, read_capabilities(), parse_lockdown(lockdown.value_or("")));
+  for (const auto& r : rows)
+    if (r.status == CheckStatus::fail)
+      return make_error(fmt::format("cannot trace: {}: {} ({})", r.name, r.detail, r.hint));
+  base_subsystems_ = *parse_subsystems(cfg_.collectors);
+  neuron_major_ = SysRoot().char_major("neuron").value_or(0);
+  if (neuron_major_) log::info("found Neuron devices: char major {}", neuron_major_);
+  drain_ms_ = cfg_.drain_ms;
+  apply_runtime_config();
+
+  // BPF run-time statistics: the kernel counts only while this fd is open.
+  stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
+  if (stats_fd_ < 0) log::warn("cannot enable BPF run-time stats ({}); BPF CPU is not measured", std::strerror(errno));
+
+  if (auto s = build_tracer(); !s) return s;
+  if (auto s = prepare_dump_dir(); !s) log::warn("{}", s.error().message);
+
+  auto listen = split_listen(cfg_.listen);
+  if (!listen) return listen.error();
+  if (listen->first != "127.0.0.1" && listen->first != "::1" && listen->first != "localhost")
+    log::warn("metrics endpoint listens on {} (not loopback): anyone who can reach it can read metrics and request dumps",
+              cfg_.listen);
+  http_ = std::make_unique<httplib::Server>();
+  auto& svr = *http_;
+  svr.new_task_queue = [] { return new httplib::ThreadPool(2); };
+  svr.set_payload_max_length(1024);
+  svr.set_read_timeout(5, 0);
+  svr.set_write_timeout(5, 0);
+  svr.set_keep_alive_max_count(20);
+  svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    // Only two methods, small requests, no request bodies.
+    // (Runs before the body is read: refuse any request that announces one.)
+    const auto cl = req.get_header_value("Content-Length");
+    if ((req.method != "GET" && req.method != "HEAD" && req.method != "POST") || (!cl.empty() && cl != "0") ||
+        req.has_header("Transfer-Encoding") || req.target.size() > 256) {
+      res.status = 400;
+      res.set_content("bad request\n", "text/plain");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    std::lock_guard<std::mutex> lk(mu_);
+    res.set_content(metrics_text_, "text/plain; version=0.0.4; charset=utf-8");
+  });
+  svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("steptrace daemon\nGET /metrics  Prometheus metrics\nPOST /dump    flight-recorder capture\n",
+                    "text/plain");
+  });
+  svr.Post("/dump", [this](const httplib::Request&, httplib::Response& res) {
+    auto req = std::make_shared<DumpRequest>();
+    req->reason = "http";
+    std::unique_lock<std::mutex> lk(mu_);
+    dump_queue_.push_back(req);
+    if (!cv_.wait_for(lk, std::chrono::seconds(30), [&] { return req->done; })) {
+      res.status = 503;
+      res.set_content("dump timed out\n", "text/plain");
+      return;
+    }
+    res.status = req->http_status;
+    res.set_content(req->message + "\n", "text/plain");
+  });
+  if (!svr.bind_to_port(listen->first, listen->second))
+    return make_error(fmt::format("cannot listen on {}: {}", cfg_.listen, std::strerror(errno)));
+  http_thread_ = std::thread([this] {
+    // Signals go to the main thread.
+    sigset_t set;
+    sigfillset(&set);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    http_->listen_after_bind();
+  });
+  log::info("serving Prometheus metrics on http://{}/metrics", cfg_.listen);
+  return Ok{};
+}
+
+void Daemon::apply_runtime_config() {
+  log::set_level(cfg_.verbose >= 2 ? log::Level::debug : cfg_.verbose == 1 ? log::Level::info : log::Level::warn);
+  // Info is the floor for a daemon: journald keeps what it says.
+  if (log::level() < log::Level::info) log::set_level(log::Level::info);
+  budget_.set_budget(cfg_.max_cpu_percent);
+  flight_.configure(static_cast<uint64_t>(cfg_.flight_seconds * 1e9), static_cast<uint64_t>(cfg_.flight_mib) << 20);
+  std::vector<std::string> paths;
+  for (const auto& p : cfg_.accel_devs) {
+    std::error_code ec;
+    auto canon = std::filesystem::weakly_canonical(p, ec);
+    paths.push_back(ec ? p : canon.string());
+  }
+  scanner_.set_accel_paths(std::move(paths));
+}
+
+Status Daemon::build_tracer() {
+  active_subsystems_ = wanted_subsystems();
+  if (active_subsystems_ == 0) {
+    log::warn("tracing paused (degradation level {})", kLevels[budget_.level()].name);
+    return Ok{};
+  }
+  TracerSettings ts;
+  ts.filter_mode = ST_FILTER_TGID;
+  ts.follow_forks = true;
+  ts.subsystems = active_subsystems_;
+  ts.ring_bytes = static_cast<uint64_t>(cfg_.ring_mib) << 20;
+  ts.btf_path = cfg_.btf_path;
+  ts.n_accel_devs = static_cast<uint32_t>(cfg_.accel_devs.size());
+  ts.neuron_major = neuron_major_;
+  auto tracer = BpfTracer::create(ts, features_);
+  if (!tracer) return make_error(fmt::format("cannot trace: {}", tracer.error().message));
+  tracer_ = std::move(*tracer);
+  auto reader = RingReader::create(tracer_->ring_map_fd(), [this](const void* d, size_t n) { on_record(d, n); });
+  if (!reader) return reader.error();
+  reader_ = std::move(*reader);
+  accel_resolved_.assign(cfg_.accel_devs.size(), false);
+  resolve_accel_devs(true);
+  probed_libs_.clear();
+  if (active_subsystems_ & ST_SUB_UPROBE) {
+    for (const auto& lib : cfg_.runtime_libs) attach_lib(lib);
+    auto libs = known_libs_;
+    for (const auto& lib : libs) attach_lib(lib);
+  }
+  // Targets: the holders and every descendant they have now (the kernel follows new ones).
+  for (const auto& [pid, id] : tracked_) {
+    (void)tracer_->add_target(pid);
+    for (auto [c, parent] : scanner_.descendants(pid)) {
+      (void)tracer_->add_target(c);
+      note_parent(c, parent);
+    }
+  }
+  window_start_ns_ = monotonic_ns();
+  analysis_ = std::make_unique<Analysis>();
+  seed_parents();
+  window_events_ = 0;
+  if (auto d = tracer_->read_stats()) drops_window_start_ = *d;
+  return Ok{};
+}
+
+DropStats Daemon::cumulative_drops() const {
+  DropStats d = drops_base_;
+  if (tracer_)
+    if (auto cur = tracer_->read_stats())
+      for (int k = 0; k < ST_EV_KIND_MAX; ++k) {
+        d.emitted[k] += cur->emitted[k];
+        d.dropped[k] += cur->dropped[k];
+      }
+  return d;
+}
+
+void Daemon::drop_tracer() {
+  if (!tracer_) return;
+  if (reader_) (void)reader_->drain();
+  reorder_.flush([this](const Event& e) { analysis_->on_event(e); });
+  close_window(monotonic_ns(), "tracer_rebuild");
+  if (auto cur = tracer_->read_stats())
+    for (int k = 0; k < ST_EV_KIND_MAX; ++k) {
+      drops_base_.emitted[k] += cur->emitted[k];
+      drops_base_.dropped[k] += cur->dropped[k];
+    }
+  for (const auto& p : tracer_->prog_stats()) {
+    prog_base_s_[p.name] += static_cast<double>(p.run_time_ns) / 1e9;
+    bpf_base_s_ += static_cast<double>(p.run_time_ns) / 1e9;
+  }
+  reader_.reset();
+  tracer_.reset();
+  decoder_ = Decoder();
+  reorder_ = Reorderer();
+}
+
+void Daemon::apply_level(int level, const char* why) {
+  const auto& l = kLevels[level];
+  log::warn("CPU budget: {} (tracer CPU {:.2f}% of one core, budget {:.2f}%): degraded to level {} '{}': {}", why,
+            budget_.last_decision_percent(), budget_.budget_percent(), level, l.name, l.what);
+  drain_ms_ = level >= 1 ? std::max<uint32_t>(cfg_.drain_ms * 10, 100) : cfg_.drain_ms;
+  if (wanted_subsystems() != active_subsystems_) {
+    drop_tracer();
+    if (auto s = build_tracer(); !s) {
+      log::error("{}", s.error().message);
+      g_stop.store(true);
+    }
+  }
+}
+
+void Daemon::resolve_accel_devs(bool first_time) {
+  if (!tracer_) return;
+  for (size_t i = 0; i < cfg_.accel_devs.size() && i < accel_resolved_.size(); ++i) {
+    if (accel_resolved_[i]) continue;
+    struct stat st {};
+    if (::stat(cfg_.accel_devs[i].c_str(), &st) != 0) {
+      if (first_time) log::info("--accel-dev {} does not exist yet; watching for it", cfg_.accel_devs[i]);
+      continue;
+    }
+    uint32_t dev = kernel_dev_from_user(st.st_dev);
+    if (auto s = tracer_->add_accel_dev(dev, st.st_ino, static_cast<uint32_t>(i)); !s) {
+      log::warn("{}", s.error().message);
+      continue;
+    }
+    accel_resolved_[i] = true;
+    log::info("watching accelerator device {} (inode {})", cfg_.accel_devs[i], st.st_ino);
+  }
+}
+
+void Daemon::track(uint32_t pid, bool log_it) {
+  if (tracked_.count(pid)) return;
+  if (tracked_.size() >= cfg_.max_processes) {
+    if (cap_hits_["processes"]++ == 0) log::warn("tracking cap reached ({} processes); ignoring new ones", cfg_.max_processes);
+    return;
+  }
+  ProcIdentity id = scanner_.identity(pid);
+  tracked_[pid] = id;
+  identity_cache_[pid] = id;
+  ++discovered_total_;
+  if (tracer_) {
+    (void)tracer_->add_target(pid);
+    // Children forked before it opened the device (DataLoader workers) are not followed yet.
+    for (auto [c, parent] : scanner_.descendants(pid)) {
+      (void)tracer_->add_target(c);
+      note_new_process(c);
+      note_parent(c, parent);
+    }
+    seed_parents();
+    SysRoot root;
+    for (uint32_t tid : root.threads_of(pid))
+      if (auto c = root.thread_comm(pid, tid)) analysis_->threads.set_comm(pid, tid, *c);
+  }
+  note_new_process(pid);
+  if (log_it) log::info("tracing pid {} (job {}{}{})", pid, id.job, id.rank.empty() ? "" : ", rank ", id.rank);
+}
+
+void Daemon::note_parent(uint32_t child, uint32_t parent) {
+  if (parents_.size() >= 65536 && !parents_.count(child)) {
+    ++cap_hits_["processes"];
+    return;
+  }
+  parents_[child] = parent;
+}
+
+void Daemon::seed_parents() {
+  if (!analysis_) return;
+  SysRoot root;
+  for (const auto& [child, parent] : parents_) {
+    st_task_new e{};
+    e.hdr.size = sizeof(e);
+    e.hdr.kind = ST_EV_TASK_NEW;
+    e.hdr.ts_ns = window_start_ns_;
+    e.hdr.pid = e.hdr.tid = parent;
+    e.child_pid = e.child_tid = child;
+    if (auto c = root.thread_comm(child, child)) std::strncpy(e.comm, c->c_str(), sizeof(e.comm) - 1);
+    Event ev{e};
+    analysis_->threads.on_event(ev);
+    analysis_->timeline.on_event(ev);
+  }
+}
+
+void Daemon::discover() {
+  resolve_accel_devs(false);
+  for (auto it = parents_.begin(); it != parents_.end();) {
+    if (!scanner_.alive(it->first)) it = parents_.erase(it);
+    else ++it;
+  }
+  // Forget exited processes (the kernel side drops them from its target set at exit).
+  for (auto it = tracked_.begin(); it != tracked_.end();) {
+    if (!scanner_.alive(it->first)) {
+      log::info("pid {} exited", it->first);
+      it = tracked_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::set<uint32_t> skip;
+  for (const auto& [pid, id] : tracked_) skip.insert(pid);
+  for (uint32_t pid : scanner_.holders(static_cast<uint32_t>(::getpid()), skip)) track(pid, true);
+  // Bound the identity cache: keep live pids and ranks still exported.
+  std::set<uint32_t> keep;
+  for (const auto& [k, s] : series_) keep.insert(s.pid_num);
+  for (auto it = identity_cache_.begin(); it != identity_cache_.end();) {
+    if (!tracked_.count(it->first) && !keep.count(it->first)) it = identity_cache_.erase(it);
+    else ++it;
+  }
+}
+
+void Daemon::note_new_process(uint32_t pid) {
+  if (!(active_subsystems_ & ST_SUB_UPROBE) || lib_scan_.size() >= 4096) return;
+  uint64_t now = monotonic_ns();
+  lib_scan_.emplace(pid, ScanState{now, now, 20'000'000ull});
+}
+
+void Daemon::attach_lib(const std::string& path) {
+  if (!tracer_ || !probed_libs_.insert(path).second) return;
+  if (std::find(known_libs_.begin(), known_libs_.end(), path) == known_libs_.end() && known_libs_.size() < 64)
+    known_libs_.push_back(path);
+  const bool marker = path.find("steptrace_marker") != std::string::npos;
+  struct Probe {
+    const char* func;
+    uint32_t id;
+  };
+  std::vector<Probe> probes;
+  if (marker) probes = {{"steptrace_step", ST_UP_STEP_MARKER}};
+  else
+    probes = {{"nrt_execute", ST_UP_NRT_EXECUTE},
+              {"nrt_tensor_write", ST_UP_NRT_TENSOR_WRITE},
+              {"nrt_tensor_read", ST_UP_NRT_TENSOR_READ}};
+  int attached = 0;
+  for (const auto& p : probes) {
+    if (auto a = tracer_->attach_uprobe(path, p.func, p.id, false); !a) {
+      log::warn("{}", a.error().message);
+      continue;
+    }
+    if (!marker)
+      if (auto r = tracer_->attach_uprobe(path, p.func, p.id, true); !r) log::warn("{}", r.error().message);
+    ++attached;
+  }
+  log::info("probing {} ({} functions)", path, attached);
+}
+
+void Daemon::scan_for_libs() {
+  uint64_t now = monotonic_ns();
+  for (auto it = lib_scan_.begin(); it != lib_scan_.end();) {
+    auto& st = it->second;
+    if (now < st.next_scan_ns) {
+      ++it;
+      continue;
+    }
+    auto maps = read_small_file("/proc/" + std::to_string(it->first) + "/maps", 8 << 20);
+    if (!maps) {
+      it = lib_scan_.erase(it);
+      continue;
+    }
+    bool found_runtime = false;
+    for (const auto& path : find_probe_libs(*maps)) {
+      attach_lib(path);
+      if (path.find("libnrt") != std::string::npos) found_runtime = true;
+    }
+    if (found_runtime || now - st.first_seen_ns > 5'000'000'000ull) {
+      it = lib_scan_.erase(it);
+      continue;
+    }
+    st.interval_ns = std::min<uint64_t>(st.interval_ns * 2, 500'000'000ull);
+    st.next_scan_ns = now + st.interval_ns;
+    ++it;
+  }
+}
+
+void Daemon::on_record(const void* data, size_t len) {
+  ++records_;
+  ++window_events_;
+  uint64_t ts = 0;
+  if (len >= sizeof(st_event_header)) {
+    st_event_header h;
+    std::memcpy(&h, data, sizeof(h));
+    ts = h.ts_ns;
+    if (h.kind == ST_EV_TASK_EXEC) note_new_process(h.pid);
+    if (h.kind == ST_EV_TASK_NEW && len >= sizeof(st_task_new)) {
+      st_task_new tn;
+      std::memcpy(&tn, data, sizeof(tn));
+      if (!(tn.flags & ST_TASK_IS_THREAD)) note_parent(tn.child_pid, tn.hdr.pid);
+    }
+  }
+  flight_.append(ts, data, len);
+  if (auto ev = decoder_.decode(data, len)) reorder_.push(*ev);
+}
+
+void Daemon::close_window(uint64_t now, const char* reason) {
+  if (!analysis_) return;
+  SysRoot root;
+  for (const auto& [tid, t] : analysis_->threads.threads())
+    if (t.comm.empty())
+      if (auto c = root.thread_comm(t.pid, tid)) analysis_->threads.set_comm(t.pid, tid, *c);
+  DropStats cur{};
+  if (tracer_)
+    if (auto d = tracer_->read_stats()) cur = *d;
+  DropStats delta{};
+  for (int k = 0; k < ST_EV_KIND_MAX; ++k) {
+    delta.emitted[k] = cur.emitted[k] - std::min(cur.emitted[k], drops_window_start_.emitted[k]);
+    delta.dropped[k] = cur.dropped[k] - std::min(cur.dropped[k], drops_window_start_.dropped[k]);
+  }
+  JobAnalysis ja = analysis_->finish(now, delta);
+  publish(ja);
+  ++windows_total_;
+  ++window_closes_[reason];
+  log::debug("window {} closed ({}): {} events, {} ranks", window_no_, reason, window_events_, ja.ranks.size());
+  ++window_no_;
+  analysis_ = std::make_unique<Analysis>();
+  window_start_ns_ = now;
+  window_events_ = 0;
+  drops_window_start_ = cur;
+  seed_parents();
+}
+
+void Daemon::publish(const JobAnalysis& ja) {
+  // The p99 before this window's steps decides whether one of them is an outlier.
+  double p99 = 0;
+  if (step_history_.size() >= kMinHistory) {
+    std::vector<double> v(step_history_.begin(), step_history_.end());
+    size_t idx = std::min(v.size() - 1, static_cast<size_t>(std::ceil(0.99 * static_cast<double>(v.size()))) - 1);
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(idx), v.end());
+    p99 = v[idx];
+  }
+  double worst = 0;
+  uint64_t counted_steps = 0;
+  straggler_ = Straggler{};
+  for (const auto& r : ja.ranks) {
+    ProcIdentity id;
+    if (auto it = identity_cache_.find(r.pid); it != identity_cache_.end()) id = it->second;
+    else {
+      id = scanner_.identity(r.pid);
+      identity_cache_[r.pid] = id;
+    }
+    if (id.rank.empty()) {
+      // No RANK in the environment: the rank's order in the first window it was seen, kept
+      // for the life of the process so its series stay one series.
+      id.rank = std::to_string(r.rank);
+      identity_cache_[r.pid].rank = id.rank;
+    }
+    std::string rank = id.rank;
+    std::string key = fmt::format("{}\x1f{}\x1f{}", id.job, rank, r.pid);
+    auto it = series_.find(key);
+    if (it == series_.end()) {
+      if (series_.size() >= cfg_.max_series) {
+        ++cap_hits_["series"];
+        continue;
+      }
+      RankSeries s;
+      s.job = id.job;
+      s.rank = rank;
+      s.pid = std::to_string(r.pid);
+      s.pid_num = r.pid;
+      it = series_.emplace(key, std::move(s)).first;
+    }
+    RankSeries& s = it->second;
+    s.last_window = window_no_;
+    for (size_t c = 0; c < kCategories; ++c) s.cat_s[c] += static_cast<double>(r.total[c]) / 1e9;
+    s.straggler_steps += static_cast<uint64_t>(r.straggler_steps);
+    int skip = ja.skipped_warmup_steps;
+    for (size_t i = 0; i < r.steps.size(); ++i) {
+      if (static_cast<int>(i) < skip) continue;  // the window's first step may be cut at the edge
+      double d = static_cast<double>(r.steps[i].duration()) / 1e9;
+      for (size_t b = 0; b < kNumBuckets; ++b)
+        if (d <= kBuckets[b]) ++s.buckets[b];
+      s.sum_s += d;
+      ++s.count;
+      ++counted_steps;
+      worst = std::max(worst, d);
+      step_history_.push_back(d);
+      if (step_history_.size() > kStepHistory) step_history_.pop_front();
+    }
+    if (ja.verdict.straggler_rank == r.rank) straggler_ = {id.job, rank, s.pid, r.rank};
+  }
+  if (counted_steps > 0) {
+    verdict_ = ja.verdict;
+    have_verdict_ = true;
+    log::info("verdict: {} ({:.0f}% confidence): {}", category_name(verdict_.category), verdict_.confidence * 100,
+              verdict_.headline);
+  } else {
+    have_verdict_ = false;
+  }
+  // Series of processes that are gone and quiet for two windows are dropped.
+  for (auto it = series_.begin(); it != series_.end();) {
+    if (it->second.last_window + 2 < window_no_ && !scanner_.alive(it->second.pid_num)) it = series_.erase(it);
+    else ++it;
+  }
+  if (cfg_.auto_dump && p99 > 0 && worst > p99 * cfg_.auto_dump_factor &&
+      now_s() - last_auto_dump_s_ >= cfg_.dump_min_interval_s) {
+    last_auto_dump_s_ = now_s();
+    log::warn("slow step: {:.3f} s > p99 {:.3f} s x {}: dumping the flight recorder", worst, p99, cfg_.auto_dump_factor);
+    if (auto r = dump("slow_step"); !r) log::error("flight recorder dump failed: {}", r.error().message);
+  }
+}
+
+void Daemon::sample_cpu() {
+  double t = now_s();
+  cpu_ = rusage_self();
+  double bpf = bpf_base_s_;
+  if (tracer_)
+    for (const auto& p : tracer_->prog_stats()) bpf += static_cast<double>(p.run_time_ns) / 1e9;
+  bpf_now_s_ = bpf;
+  double total = cpu_.user + cpu_.sys + bpf;
+  if (last_sample_s_ > 0) {
+    auto a = budget_.sample(t, total - last_cpu_total_, t - last_sample_s_);
+    if (a == BudgetController::Action::degrade) {
+      ++degradations_;
+      apply_level(budget_.level(), "over budget");
+    } else if (a == BudgetController::Action::recover) {
+      apply_level(budget_.level(), "back under budget");
+    }
+  }
+  last_cpu_total_ = cpu_.user + cpu_.sys + bpf_now_s_;
+  // apply_level may have rebuilt the tracer; re-read so the next delta starts here.
+  if (tracer_) {
+    double b = bpf_base_s_;
+    for (const auto& p : tracer_->prog_stats()) b += static_cast<double>(p.run_time_ns) / 1e9;
+    last_cpu_total_ = cpu_.user + cpu_.sys + b;
+  }
+  last_sample_s_ = t;
+}
+
+void Daemon::render_metrics() {
+  Exposition x;
+  auto H = [this](Labels l) {
+    l.insert(l.begin(), {"host", host_});
+    return l;
+  };
+  x.family("steptrace_build_info", "gauge", "steptrace version");
+  x.sample("steptrace_build_info", H({{"version", "0.1.0"}}), 1);
+
+  x.family("steptrace_step_duration_seconds", "histogram", "Training step wall time per rank (steps cut by a window edge excluded)");
+  for (const auto& [k, s] : series_) {
+    Labels base = H({{"job", s.job}, {"rank", s.rank}, {"pid", s.pid}});
+    for (size_t b = 0; b < kNumBuckets; ++b) {
+      Labels l = base;
+      l.emplace_back("le", format_value(kBuckets[b]));
+      x.sample("steptrace_step_duration_seconds_bucket", l, static_cast<double>(s.buckets[b]));
+    }
+    Labels inf = base;
+    inf.emplace_back("le", "+Inf");
+    x.sample("steptrace_step_duration_seconds_bucket", inf, static_cast<double>(s.count));
+    x.sample("steptrace_step_duration_seconds_sum", base, s.sum_s);
+    x.sample("steptrace_step_duration_seconds_count", base, static_cast<double>(s.count));
+  }
+  x.family("steptrace_category_seconds_total", "counter", "Step wall time attributed to each category, per rank");
+  for (const auto& [k, s] : series_)
+    for (size_t c = 0; c < kCategories; ++c)
+      x.sample("steptrace_category_seconds_total",
+               H({{"category", std::string(kCategoryNames[c])}, {"rank", s.rank}, {"pid", s.pid}, {"job", s.job}}),
+               s.cat_s[c]);
+  x.family("steptrace_straggler_steps_total", "counter", "Steps in which this rank arrived last at the collective");
+  for (const auto& [k, s] : series_)
+    x.sample("steptrace_straggler_steps_total", H({{"job", s.job}, {"rank", s.rank}, {"pid", s.pid}}),
+             static_cast<double>(s.straggler_steps));
+
+  x.family("steptrace_verdict", "gauge", "1 for what gates the accelerator in the last window (verdict=none: no steps)");
+  std::string current = have_verdict_ ? std::string(category_name(verdict_.category)) : "none";
+  for (size_t c = 0; c < kCategories; ++c)
+    x.sample("steptrace_verdict", H({{"verdict", std::string(kCategoryNames[c])}}), current == kCategoryNames[c] ? 1 : 0);
+  x.sample("steptrace_verdict", H({{"verdict", "none"}}), current == "none" ? 1 : 0);
+  x.family("steptrace_verdict_confidence", "gauge", "Confidence of the current verdict (0..1)");
+  x.sample("steptrace_verdict_confidence", H({}), have_verdict_ ? verdict_.confidence : 0);
+  x.family("steptrace_straggler_rank", "gauge", "Rank index of the straggler in the last window, -1 when none");
+  x.sample("steptrace_straggler_rank", H({{"job", straggler_.job}, {"rank", straggler_.rank}, {"pid", straggler_.pid}}),
+           straggler_.rank_num);
+
+  DropStats d = cumulative_drops();
+  x.family("steptrace_events_total", "counter", "Events emitted by the BPF collectors, per class");
+  for (int k = 1; k < ST_EV_KIND_MAX; ++k)
+    x.sample("steptrace_events_total", H({{"class", std::string(kind_name(static_cast<uint32_t>(k)))}}),
+             static_cast<double>(d.emitted[k]));
+  x.family("steptrace_events_dropped_total", "counter", "Events lost to a full ring buffer, per class");
+  for (int k = 1; k < ST_EV_KIND_MAX; ++k)
+    x.sample("steptrace_events_dropped_total", H({{"class", std::string(kind_name(static_cast<uint32_t>(k)))}}),
+             static_cast<double>(d.dropped[k]));
+  x.family("steptrace_records_total", "counter", "Records read from the ring buffer");
+  x.sample("steptrace_records_total", H({}), static_cast<double>(records_));
+  x.family("steptrace_late_records_total", "counter", "Records that arrived too late to be ordered");
+  x.sample("steptrace_late_records_total", H({}), static_cast<double>(reorder_.late()));
+
+  x.family("steptrace_tracer_cpu_seconds_total", "counter",
+           "CPU used by the tracer: userspace (mode=user|system, getrusage) and BPF programs (mode=bpf, BPF stats)");
+  x.sample("steptrace_tracer_cpu_seconds_total", H({{"mode", "user"}}), cpu_.user);
+  x.sample("steptrace_tracer_cpu_seconds_total", H({{"mode", "system"}}), cpu_.sys);
+  x.sample("steptrace_tracer_cpu_seconds_total", H({{"mode", "bpf"}}), bpf_now_s_);
+  x.family("steptrace_bpf_prog_run_seconds_total", "counter", "Run time of each BPF program");
+  std::map<std::string, double> progs = prog_base_s_;
+  if (tracer_)
+    for (const auto& p : tracer_->prog_stats()) progs[p.name] += static_cast<double>(p.run_time_ns) / 1e9;
+  for (const auto& [name, s] : progs) x.sample("steptrace_bpf_prog_run_seconds_total", H({{"prog", name}}), s);
+  x.family("steptrace_bpf_stats_enabled", "gauge", "1 when BPF run-time statistics are on");
+  x.sample("steptrace_bpf_stats_enabled", H({}), stats_fd_ >= 0 ? 1 : 0);
+  x.family("steptrace_resident_memory_bytes", "gauge", "Resident set size of the daemon");
+  x.sample("steptrace_resident_memory_bytes", H({}), static_cast<double>(rss_bytes()));
+
+  x.family("steptrace_cpu_budget_percent", "gauge", "CPU budget, percent of one core");
+  x.sample("steptrace_cpu_budget_percent", H({}), budget_.budget_percent());
+  x.family("steptrace_cpu_usage_percent", "gauge", "Tracer CPU (userspace + BPF) over the last seconds, percent of one core");
+  x.sample("steptrace_cpu_usage_percent", H({}), budget_.average_percent());
+  x.family("steptrace_degradation_level", "gauge", "0 = full tracing; higher levels shed work to stay within the CPU budget");
+  x.sample("steptrace_degradation_level", H({{"level", std::string(kLevels[budget_.level()].name)}}), budget_.level());
+  x.family("steptrace_degradations_total", "counter", "Times the CPU budget forced a degradation step");
+  x.sample("steptrace_degradations_total", H({}), static_cast<double>(degradations_));
+  x.family("steptrace_collector_enabled", "gauge", "1 when the collector runs");
+  const std::pair<const char*, uint32_t> subs[] = {
+      {"sched", ST_SUB_SCHED}, {"block", ST_SUB_BLOCK}, {"net", ST_SUB_NET}, {"accel", ST_SUB_ACCEL}, {"uprobe", ST_SUB_UPROBE}};
+  for (const auto& [name, bit] : subs)
+    x.sample("steptrace_collector_enabled", H({{"collector", name}}), (active_subsystems_ & bit) ? 1 : 0);
+
+  x.family("steptrace_tracked_processes", "gauge", "Accelerator processes traced now");
+  x.sample("steptrace_tracked_processes", H({}), static_cast<double>(tracked_.size()));
+  x.family("steptrace_discovered_processes_total", "counter", "Accelerator processes discovered");
+  x.sample("steptrace_discovered_processes_total", H({}), static_cast<double>(discovered_total_));
+  x.family("steptrace_cap_hits_total", "counter", "Times a hard memory cap was hit");
+  for (const char* c : {"processes", "series", "window_events"})
+    x.sample("steptrace_cap_hits_total", H({{"cap", c}}), static_cast<double>(cap_hits_[c]));
+  x.family("steptrace_windows_total", "counter", "Analysis windows closed, by reason");
+  for (const char* c : {"timer", "event_cap", "tracer_rebuild"})
+    x.sample("steptrace_windows_total", H({{"reason", c}}), static_cast<double>(window_closes_[c]));
+  x.family("steptrace_flight_recorder_bytes", "gauge", "Memory held by the flight recorder");
+  x.sample("steptrace_flight_recorder_bytes", H({}), static_cast<double>(flight_.bytes()));
+  x.family("steptrace_flight_recorder_records", "gauge", "Raw records held by the flight recorder");
+  x.sample("steptrace_flight_recorder_records", H({}), static_cast<double>(flight_.records()));
+  x.family("steptrace_dumps_total", "counter", "Flight-recorder captures written, by trigger");
+  for (const char* c : {"signal", "http", "slow_step"})
+    x.sample("steptrace_dumps_total", H({{"reason", c}}), static_cast<double>(dumps_ok_[c]));
+  x.family("steptrace_dump_failures_total", "counter", "Flight-recorder captures that failed or were rate-limited");
+  x.sample("steptrace_dump_failures_total", H({}), static_cast<double>(dump_failures_));
+  x.family("steptrace_config_reloads_total", "counter", "SIGHUP reloads, by result");
+  x.sample("steptrace_config_reloads_total", H({{"result", "ok"}}), static_cast<double>(reload_ok_));
+  x.sample("steptrace_config_reloads_total", H({{"result", "error"}}), static_cast<double>(reload_err_));
+  std::lock_guard<std::mutex> lk(mu_);
+  metrics_text_ = x.text();
+}
+
+void Daemon::reload() {
+  int code = 0;
+  auto c = load_config(argc_, argv_, &code);
+  if (!c) {
+    ++reload_err_;
+    log::error("reload failed, keeping the running configuration: {}", c.error().message);
+    return;
+  }
+  if (c->listen != cfg_.listen || c->ring_mib != cfg_.ring_mib || c->btf_path != cfg_.btf_path ||
+      c->collectors != cfg_.collectors || c->accel_devs != cfg_.accel_devs)
+    log::warn("reload: listen, ring_mib, btf, collectors and accel_devs take effect at restart");
+  DaemonConfig keep = cfg_;
+  cfg_ = *c;
+  cfg_.listen = keep.listen;
+  cfg_.ring_mib = keep.ring_mib;
+  cfg_.btf_path = keep.btf_path;
+  cfg_.collectors = keep.collectors;
+  cfg_.accel_devs = keep.accel_devs;
+  apply_runtime_config();
+  drain_ms_ = budget_.level() >= 1 ? std::max<uint32_t>(cfg_.drain_ms * 10, 100) : cfg_.drain_ms;
+  ++reload_ok_;
+  log::info("configuration reloaded from {} (max_cpu {}%, window {} s, flight recorder {} s / {} MiB)", cfg_.config_path,
+            cfg_.max_cpu_percent, cfg_.window_s, cfg_.flight_seconds, cfg_.flight_mib);
+}
+
+Status Daemon::prepare_dump_dir() {
+  std::error_code ec;
+  std::filesystem::path dir(cfg_.dump_dir);
+  if (!std::filesystem::exists(std::filesystem::symlink_status(dir, ec))) {
+    std::filesystem::create_directories(dir.parent_path(), ec);
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+      return make_error(fmt::format("cannot create dump directory {}: {}", cfg_.dump_dir, std::strerror(errno)));
+  }
+  // The directory may be reached through a symlink (systemd's DynamicUser puts
+  // StateDirectory in /var/lib/private); what it resolves to must be ours alone.
+  // Files inside are created O_EXCL|O_NOFOLLOW and renamed into place.
+  auto real = std::filesystem::canonical(dir, ec);
+  if (ec) return make_error(fmt::format("dump directory {}: {}", cfg_.dump_dir, ec.message()));
+  struct stat st {};
+  if (::lstat(real.c_str(), &st) != 0) return make_error(fmt::format("dump directory {}: {}", cfg_.dump_dir, std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode)) return make_error(fmt::format("dump directory {} is not a directory", cfg_.dump_dir));
+  if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWOTH | S_IWGRP)))
+    return make_error(fmt::format("dump directory {} must be owned by us and writable by nobody else", cfg_.dump_dir));
+  return Ok{};
+}
+
+nlohmann::json Daemon::capture_meta(const std::string& reason) const {
+  struct timespec rt {};
+  clock_gettime(CLOCK_REALTIME, &rt);
+  uint64_t real_ns = static_cast<uint64_t>(rt.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(rt.tv_nsec);
+  nlohmann::json tiers = nlohmann::json::object();
+  if (tracer_)
+    for (const auto& t : tracer_->tiers()) tiers[t.collector] = t.tier;
+  std::vector<uint32_t> pids;
+  for (const auto& [pid, id] : tracked_) pids.push_back(pid);
+  uint64_t now = monotonic_ns();
+  uint64_t keep = static_cast<uint64_t>(cfg_.flight_seconds * 1e9);
+  return {{"host", host_},
+          {"kernel", features_.release},
+          {"abi_version", ST_ABI_VERSION},
+          {"argv", nlohmann::json::array()},
+          {"pids", pids},
+          {"accel_devs", cfg_.accel_devs},
+          {"subsystems", active_subsystems_},
+          {"ring_mib", cfg_.ring_mib},
+          {"drain_ms", drain_ms_},
+          {"attach_tiers", tiers},
+          {"source", "steptrace daemon flight recorder"},
+          {"dump_reason", reason},
+          {"realtime_minus_monotonic_ns", static_cast<int64_t>(real_ns - now)},
+          {"window_start_ns", now > keep ? now - keep : 0}};
+}
+
+Result<std::string> Daemon::dump(const std::string& reason) {
+  if (auto s = prepare_dump_dir(); !s) {
+    ++dump_failures_;
+    return s.error();
+  }
+  char ts[32];
+  time_t t = ::time(nullptr);
+  struct tm tm {};
+  gmtime_r(&t, &tm);
+  std::strftime(ts, sizeof(ts), "%Y%m%dT%H%M%SZ", &tm);
+  std::string base = fmt::format("{}/steptrace-{}-{}-{}", cfg_.dump_dir, host_, ts, reason);
+  std::string path = base + ".cap";
+  for (int i = 1; ::access(path.c_str(), F_OK) == 0 && i < 100; ++i) path = fmt::format("{}-{}.cap", base, i);
+  auto st = flight_.dump(path, capture_meta(reason), cumulative_drops(), monotonic_ns());
+  if (!st) {
+    ++dump_failures_;
+    return st.error();
+  }
+  ++dumps_ok_[reason];
+  log::info("flight recorder: wrote {} ({} records)", path, flight_.records());
+  // Keep the newest kMaxDumpFiles captures.
+  std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(cfg_.dump_dir, ec)) {
+    auto name = e.path().filename().string();
+    if (name.rfind("steptrace-", 0) == 0 && e.path().extension() == ".cap" && e.is_regular_file(ec))
+      files.emplace_back(e.last_write_time(ec), e.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (size_t i = 0; i + kMaxDumpFiles < files.size(); ++i) std::filesystem::remove(files[i].second, ec);
+  return path;
+}
+
+void Daemon::handle_dumps() {
+  auto manual = [this](const std::string& reason) -> std::pair<int, std::string> {
+    if (now_s() - last_manual_dump_s_ < kManualDumpMinS) {
+      ++dump_failures_;
+      return {429, fmt::format("rate-limited: one dump per {} s", kManualDumpMinS)};
+    }
+    last_manual_dump_s_ = now_s();
+    auto r = dump(reason);
+    if (!r) {
+      log::error("flight recorder dump failed: {}", r.error().message);
+      return {500, r.error().message};
+    }
+    return {200, *r};
+  };
+  if (g_dump.exchange(false)) {
+    auto [code, msg] = manual("signal");
+    if (code == 429) log::warn("SIGUSR1: {}", msg);
+  }
+  std::deque<std::shared_ptr<DumpRequest>> q;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    q.swap(dump_queue_);
+  }
+  if (q.empty()) return;
+  for (auto& req : q) {
+    auto [code, msg] = manual(req->reason);
+    std::lock_guard<std::mutex> lk(mu_);
+    req->http_status = code;
+    req->message = msg;
+    req->done = true;
+  }
+  cv_.notify_all();
+}
+
+int Daemon::run() {
+  uint64_t next_second = 0;
+  render_metrics();
+  while (!g_stop.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(drain_ms_));
+    if (g_reload.exchange(false)) reload();
+    uint64_t now = monotonic_ns();
+    if (reader_) {
+      if (auto n = reader_->drain(); !n) {
+        log::error("ring buffer: {}", n.error().message);
+        return 1;
+      }
+      reorder_.release([this](const Event& e) { analysis_->on_event(e); });
+    }
+    if (now >= next_discover_ns_) {
+      discover();
+      next_discover_ns_ = now + static_cast<uint64_t>(cfg_.scan_ms) * 1'000'000ull;
+    }
+    if (!lib_scan_.empty()) scan_for_libs();
+    flight_.evict(now);
+    handle_dumps();
+    if (window_events_ >= cfg_.max_window_events) {
+      ++cap_hits_["window_events"];
+      close_window(now, "event_cap");
+    } else if (analysis_ && now - window_start_ns_ >= static_cast<uint64_t>(cfg_.window_s * 1e9)) {
+      close_window(now, "timer");
+    }
+    if (now >= next_second) {
+      sample_cpu();
+      render_metrics();
+      next_second = now + 1'000'000'000ull;
+    }
+  }
+  log::info("stopping");
+  // Answer anyone still waiting on a dump.
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& r : dump_queue_) {
+      r->http_status = 503;
+      r->message = "shutting down";
+      r->done = true;
+    }
+    dump_queue_.clear();
+  }
+  cv_.notify_all();
+  return 0;
+}
+
+}  // namespace
+
+int daemon_main(int argc, char** argv) {
+  int code = 0;
+  auto cfg = load_config(argc, argv, &code);
+  if (!cfg) {
+    if (!cfg.error().message.empty()) fmt::print(stderr, "steptrace daemon: {}\n", cfg.error().message);
+    return cfg.error().message.empty() ? code : 2;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_stop;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sa.sa_handler = on_hup;
+  sigaction(SIGHUP, &sa, nullptr);
+  sa.sa_handler = on_usr1;
+  sigaction(SIGUSR1, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  Daemon d(*cfg, argc, argv);
+  log::set_level(log::Level::info);
+  if (auto s = d.start(); !s) {
+    log::error("{}", s.error().message);
+    return 1;
+  }
+  return d.run();
+}
+
+}  // namespace steptrace::daemon

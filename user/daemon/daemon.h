@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: Apache-2.0
+// `steptrace daemon`: always-on tracing of every accelerator job on the host.
+//
+//   discovery (/proc/*/fd every --scan-ms) -> BpfTracer targets (children follow)
+//   ring buffer -> flight recorder (raw bytes) + decode -> reorder -> Analysis
+//   every --window seconds: analyze_job -> Prometheus registry -> fresh Analysis
+//   every second: CPU budget (rusage + BPF run time) -> degradation ladder
+//   HTTP thread (cpp-httplib): GET /metrics, POST /dump; signals: HUP reload, USR1 dump.
+//
+// Memory is bounded however long it runs: one window of analysis state (a hard
+// event cap closes a window early), a byte-capped flight recorder, capped
+// process and series tables; every cap has a counter.
+#pragma once
+
+namespace steptrace::daemon {
+
+// argv[0] is "daemon". Returns the process exit code.
+int daemon_main(int argc, char** argv);
+
+}  // namespace steptrace::daemon

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+// Discovery: which processes on the host use an accelerator? Every scan
+// walks /proc/*/fd and reads the fd links (readlink only: stat()ing a file on
+// a hung FUSE mount could block the daemon). A process holds an accelerator
+// when a link names a configured --accel-dev path, or a /dev/neuron* node.
+// Tracing in the kernel follows the processes' children from then on.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace steptrace::daemon {
+
+struct ProcIdentity {
+  std::string job;   // STEPTRACE_JOB / TORCHELASTIC_RUN_ID / SLURM_JOB_ID, else the cgroup's last component
+  std::string rank;  // RANK from the environment ("" when absent)
+};
+
+class ProcScanner {
+ public:
+  explicit ProcScanner(std::string proc = "/proc") : proc_(std::move(proc)) {}
+  void set_accel_paths(std::vector<std::string> paths) { paths_ = std::move(paths); }
+
+  // Pids (tgids) that hold an accelerator fd now, skipping `self` and the pids in `skip`.
+  std::vector<uint32_t> holders(uint32_t self, const std::set<uint32_t>& skip) const;
+  // Every live descendant of `pid` (children of children...), with its parent.
+  std::vector<std::pair<uint32_t, uint32_t>> descendants(uint32_t pid) const;
+  bool alive(uint32_t pid) const;
+  ProcIdentity identity(uint32_t pid) const;
+
+ private:
+  bool link_matches(std::string_view link) const;
+  std::string proc_;
+  std::vector<std::string> paths_;
+};
+
+// Pure helpers (unit-tested).
+bool accel_link_matches(std::string_view link, const std::vector<std::string>& paths);
+ProcIdentity parse_identity(std::string_view environ, std::string_view cgroup);
+std::optional<uint32_t> parse_stat_ppid(std::string_view stat);
+
+}  // namespace steptrace::daemon

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+// `--html FILE`: one self-contained page (no network): the verdict, a stacked
+// bar chart of every step's breakdown (inline SVG drawn by inline JS from the
+// report embedded as JSON), per-rank comparison and the evidence. The verdict,
+// evidence and rank table are plain HTML, so the page reads without scripts.
+#pragma once
+
+#include <string>
+
+#include "session/analysis.h"
+
+namespace steptrace {
+
+std::string html_report(const SessionReport& r);
+
+// Escape text for HTML element content and attribute values.
+std::string html_escape(const std::string& s);
+
+}  // namespace steptrace

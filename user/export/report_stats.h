@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+// Numbers every output (terminal, top, HTML, Perfetto) derives the same way
+// from one SessionReport: percentiles over counted steps, per-rank shares,
+// short category labels and colours.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "session/analysis.h"
+
+namespace steptrace {
+
+struct Percentiles {
+  uint64_t p50 = 0, p90 = 0, p99 = 0, max = 0;
+};
+// Nearest-rank percentiles (same rule as the JSON and HTML outputs).
+Percentiles percentiles(std::vector<uint64_t> v);
+
+struct StepStats {
+  size_t counted = 0;  // steps of all ranks after warm-up
+  Percentiles step;
+  std::array<Percentiles, kCategories> category{};
+};
+StepStats step_stats(const JobAnalysis& job);
+
+// Steps of one rank that count (index >= skipped warm-up steps).
+int counted_steps(const JobAnalysis& job, const RankResult& r);
+// Share (0..1) of each category in the rank's counted steps.
+std::array<double, kCategories> rank_shares(const RankResult& r);
+
+// Column labels ("DEVICE", "DATA", ...) and one-letter bar glyphs.
+const char* category_label(size_t c);
+char category_glyph(size_t c);
+// Colours (CSS hex) shared by the HTML chart and the legend.
+const char* category_color(size_t c);
+// ANSI background colour code for top's bars.
+int category_ansi_bg(size_t c);
+
+// Human duration: "812 ms", "1.24 s", "35.0 us".
+std::string human_ns(uint64_t ns);
+
+}  // namespace steptrace

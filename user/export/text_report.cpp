@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "export/text_report.h"
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "export/report_stats.h"
+
+namespace steptrace {
+namespace {
+
+double ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+struct Painter {
+  bool on;
+  std::string operator()(const std::string& s, const char* code) const {
+    return on ? fmt::format("\x1b[{}m{}\x1b[0m", code, s) : s;
+  }
+};
+
+// Cut a plain line to the report width (tables whose last column is free text).
+std::string fit(std::string s) {
+  if (s.size() > kReportColumns) s.resize(kReportColumns);
+  return s;
+}
+
+// Word-wrap `text` to the report width; continuation lines get `indent`.
+std::string wrap(const std::string& first_prefix, const std::string& text, const std::string& indent) {
+  std::string out, line = first_prefix;
+  size_t line_len = first_prefix.size();
+  bool fresh = true;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = text.find(' ', i);
+    if (j == std::string::npos) j = text.size();
+    std::string word = text.substr(i, j - i);
+    i = j + 1;
+    if (word.empty()) continue;
+    if (!fresh && line_len + 1 + word.size() > kReportColumns) {
+      out += line + "\n";
+      line = indent;
+      line_len = indent.size();
+      fresh = true;
+    }
+    if (word.size() > kReportColumns - line_len) word = word.substr(0, kReportColumns - line_len);
+    if (!fresh) {
+      line += " ";
+      ++line_len;
+    }
+    line += word;
+    line_len += word.size();
+    fresh = false;
+  }
+  out += line + "\n";
+  return out;
+}
+
+std::vector<const ThreadInfo*> sorted_threads(const SessionReport& r) {
+  std::vector<const ThreadInfo*> v;
+  for (const auto& [tid, t] : r.analysis.threads.threads()) v.push_back(&t);
+  std::sort(v.begin(), v.end(), [](const ThreadInfo* a, const ThreadInfo* b) {
+    return a->pid != b->pid ? a->pid < b->pid : a->tid < b->tid;
+  });
+  return v;
+}
+
+void steps_table(std::string& o, const JobAnalysis& job, const RankResult& rk, const Painter& paint,
+                 bool all_steps) {
+  o += paint(fmt::format("Steps of rank {} (ms, steps from {})", rk.rank, step_source_name(rk.source)), "1") + "\n";
+  o += fmt::format("{:>5} {:>8}", "STEP", "DUR");
+  for (size_t c = 0; c < kCategories; ++c) o += fmt::format(" {:>7}", category_label(c));
+  o += "  GATING\n";
+  const size_t n = rk.steps.size();
+  const bool elide = !all_steps && n > 24;
+  for (size_t i = 0; i < n; ++i) {
+    if (elide && i >= 10 && i + 10 < n) {
+      if (i == 10) o += fmt::format("{:>5}  ({} more steps; -v shows all)\n", "...", n - 20);
+      continue;
+    }
+    const auto& st = rk.steps[i];
+    std::string line = fmt::format("{:>5} {:>8.2f}", st.index, ms(st.duration()));
+    for (size_t c = 0; c < kCategories; ++c) line += fmt::format(" {:>7.2f}", ms(st.ns[c]));
+    line += fmt::format("  {}", category_name(st.gating));
+    if (st.index < job.skipped_warmup_steps) line += " (warm-up)";
+    o += fit(line) + "\n";
+  }
+}
+
+}  // namespace
+
+bool want_color(bool no_color_flag, int fd) {
+  if (no_color_flag) return false;
+  const char* nc = std::getenv("NO_COLOR");
+  if (nc && *nc) return false;
+  const char* term = std::getenv("TERM");
+  if (term && std::strcmp(term, "dumb") == 0) return false;
+  return ::isatty(fd) == 1;
+}
+
+std::string format_report_text(const SessionReport& r, const TextStyle& style) {
+  const Painter paint{style.color};
+  const auto& job = r.job;
+  const auto& v = job.verdict;
+  std::string o;
+
+  // 1. The verdict, one line.
+  // The headline is one sentence; it wraps (indented) rather than being cut.
+  std::string head = v.headline.empty() ? "no verdict" : v.headline;
+  if (r.incomplete() || v.incomplete) head += " [INCOMPLETE]";
+  std::string wrapped = wrap("VERDICT: ", head, "         ");
+  if (!wrapped.empty() && wrapped.back() == '\n') wrapped.pop_back();
+  o += paint(wrapped, job.ranks.empty() ? "1" : "1;33") + "\n";
+  if (!job.ranks.empty() && !v.recommendation.empty())
+    o += wrap(fmt::format("  confidence {:.0f}% -> ", 100 * v.confidence), v.recommendation, "     ");
+  if (r.incomplete())
+    o += paint(fit(fmt::format("  INCOMPLETE: the kernel dropped {} events; shares may be off",
+                               r.drops.total_dropped())),
+               "1;31") +
+         "\n";
+
+  if (!job.ranks.empty()) {
+    // 2. Per-step table (first rank; every rank with -v).
+    o += "\n";
+    if (style.verbose > 0) {
+      for (size_t i = 0; i < job.ranks.size(); ++i) {
+        if (i) o += "\n";
+        steps_table(o, job, job.ranks[i], paint, true);
+      }
+    } else {
+      steps_table(o, job, job.ranks.front(), paint, false);
+      if (job.ranks.size() > 1) o += fmt::format("  (-v shows the steps of all {} ranks)\n", job.ranks.size());
+    }
+
+    // 3. Percentiles.
+    auto ss = step_stats(job);
+    o += "\n" + paint(fmt::format("Percentiles over {} counted steps of all ranks (ms)", ss.counted), "1") + "\n";
+    o += fmt::format("{:<16} {:>9} {:>9} {:>9} {:>9}\n", "CATEGORY", "p50", "p90", "p99", "max");
+    auto row = [&](std::string_view name, const Percentiles& p) {
+      o += fmt::format("{:<16} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f}\n", name, ms(p.p50), ms(p.p90), ms(p.p99),
+                       ms(p.max));
+    };
+    row("step", ss.step);
+    for (size_t c = 0; c < kCategories; ++c) row(kCategoryNames[c], ss.category[c]);
+
+    // 4. Evidence.
+    o += "\n" + paint("Evidence", "1") + "\n";
+    if (v.evidence.empty()) o += "  (none)\n";
+    for (const auto& e : v.evidence) o += wrap("  - ", e, "    ");
+
+    // 5. Ranks, straggler marked.
+    o += "\n" + paint("Ranks (share of each counted step)", "1") + "\n";
+    o += fmt::format("{:>4} {:>7} {:>5} {:>8}", "RANK", "PID", "STEPS", "MEAN ms");
+    for (size_t c = 0; c < kCategories; ++c) o += fmt::format(" {:>7}", category_label(c));
+    o += "\n";
+    for (const auto& rk : job.ranks) {
+      int n = counted_steps(job, rk);
+      auto sh = rank_shares(rk);
+      std::string line = fmt::format("{:>4} {:>7} {:>5} {:>8.1f}", rk.rank, rk.pid, rk.steps.size(),
+                                     n ? ms(rk.counted_ns) / n : 0.0);
+      for (size_t c = 0; c < kCategories; ++c) line += fmt::format(" {:>6.1f}%", 100 * sh[c]);
+      if (rk.rank == v.straggler_rank) {
+        line += "  <- straggler";
+        o += paint(line, "1;31") + "\n";
+      } else {
+        o += line + "\n";
+      }
+    }
+    if (v.straggler_rank >= 0)
+      o += wrap("  ", fmt::format("rank {} arrived last at the collective, {} late on average (cause: {})",
+                                  v.straggler_rank, human_ns(v.straggler_late_ns), category_name(v.straggler_cause)),
+                "  ");
+  }
+
+  // Detail tables with -v.
+  const auto& c = r.analysis.collectors;
+  if (style.verbose > 0) {
+    o += "\n" + paint("Threads (ms)", "1") + "\n";
+    o += fmt::format("{:>7} {:>7} {:<15} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6}  {}\n", "PID", "TID", "COMM", "ON-CPU",
+                     "RUNNABLE", "SLEEP", "D-WAIT", "PREEMPT", "YIELDS", "TOP WAKER");
+    for (const auto* t : sorted_threads(r)) {
+      std::string waker;
+      uint64_t best = 0;
+      for (const auto& [wtid, w] : t->wakers)
+        if (w.count > best) {
+          best = w.count;
+          waker = fmt::format("{}/{} x{}", w.waker_comm, wtid, w.count);
+        }
+      o += fit(fmt::format("{:>7} {:>7} {:<15} {:>8.1f} {:>8.1f} {:>8.1f} {:>8.1f} {:>7} {:>6}  {}", t->pid, t->tid,
+                           t->comm.substr(0, 15), ms(t->ns(ThreadState::running)), ms(t->ns(ThreadState::runnable)),
+                           ms(t->ns(ThreadState::sleeping)), ms(t->ns(ThreadState::disk_wait)), t->preempted,
+                           t->yields, waker)) +
+           "\n";
+    }
+    if (!c.accel_by_cmd.empty()) {
+      o += "\n" + paint("Accelerator ioctls", "1") + "\n";
+      o += fmt::format("{:<28} {:>8} {:>10} {:>10} {:>12}\n", "COMMAND", "COUNT", "TOTAL ms", "MAX ms", "BYTES");
+      for (const auto& [cmd, s] : c.accel_by_cmd)
+        o += fit(fmt::format("{:<28} {:>8} {:>10.2f} {:>10.2f} {:>12}", neuron_cmd_name(cmd), s.agg.count,
+                             ms(s.agg.total_ns), ms(s.agg.max_ns), s.agg.bytes)) +
+             "\n";
+    }
+    if (!c.block.empty()) {
+      o += "\n" + paint("Block I/O (issue -> complete)", "1") + "\n";
+      o += fmt::format("{:<8} {:>7} {:<5} {:>8} {:>12} {:>9} {:>9}\n", "DEV", "TID", "OP", "COUNT", "BYTES",
+                       "AVG ms", "MAX ms");
+      for (const auto& [k, a] : c.block)
+        o += fmt::format("{:<8} {:>7} {:<5} {:>8} {:>12} {:>9.3f} {:>9.3f}\n", format_dev(k.dev), k.tid,
+                         k.write ? "write" : "read", a.count, a.bytes, a.count ? ms(a.total_ns) / a.count : 0.0,
+                         ms(a.max_ns));
+    }
+    if (!c.socks.empty()) {
+      o += "\n" + paint("TCP sockets", "1") + "\n";
+      o += fmt::format("{:<44} {:>12} {:>12} {:>10} {:>6}\n", "SOCKET", "SENT", "RECEIVED", "RECV ms", "RETX");
+      for (const auto& [id, s] : c.socks)
+        o += fit(fmt::format("{:<44} {:>12} {:>12} {:>10.2f} {:>6}", format_tuple(s.tuple), s.send.bytes,
+                             s.recv.bytes, ms(s.recv.total_ns), s.retransmits)) +
+             "\n";
+    }
+    if (!r.tiers.empty()) {
+      o += "\n" + paint("Attach tiers", "1") + "\n";
+      for (const auto& t : r.tiers) o += fit(fmt::format("  {:<8} {}", t.collector, t.tier)) + "\n";
+    }
+  } else {
+    o += fit(fmt::format("\n{} threads, {} ioctl commands, {} block streams, {} sockets (-v for the tables)",
+                         r.analysis.threads.threads().size(), c.accel_by_cmd.size(), c.block.size(),
+                         c.socks.size())) +
+         "\n";
+  }
+
+  // 6. Footer: events, drops per class, the tracer's own cost.
+  o += "\n" + paint("Events and overhead", "1") + "\n";
+  std::string footer = fmt::format("steptrace: {:.2f} s traced, {} records, {} dropped{}", r.wall_s, r.records,
+                                   r.drops.total_dropped(), r.incomplete() ? " (INCOMPLETE: events were lost)" : "");
+  o += paint(fit(footer), r.incomplete() ? "31" : "0") + "\n";
+  std::string kinds;
+  for (int k = 1; k < ST_EV_KIND_MAX; ++k) {
+    if (r.drops.emitted[k] == 0 && r.drops.dropped[k] == 0) continue;
+    kinds += fmt::format("{}{} {}/{}", kinds.empty() ? "" : ", ", kind_name(static_cast<uint32_t>(k)),
+                         r.drops.emitted[k], r.drops.dropped[k]);
+  }
+  if (!kinds.empty()) o += wrap("  emitted/dropped: ", kinds, "    ");
+  if (r.decode.unknown_kind || r.decode.bad_size)
+    o += fmt::format("  undecodable: {} unknown kind, {} bad size\n", r.decode.unknown_kind, r.decode.bad_size);
+  o += fit(fmt::format("  tracer CPU {:.3f} s ({:.2f}% of one core), ring {} MiB drained every {} ms",
+                       r.tracer_cpu_s, r.wall_s > 0 ? 100.0 * r.tracer_cpu_s / r.wall_s : 0.0, r.ring_mib,
+                       r.drain_ms)) +
+       "\n";
+  for (const auto& w : r.warnings) o += wrap("warning: ", w, "  ");
+  return o;
+}
+
+}  // namespace steptrace

@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+// `steptrace top`: a live view refreshed every second, like top/neuron-top:
+// step rate, rolling per-rank breakdown bars, the current verdict and drops.
+// Each frame comes from Session::snapshot(), i.e. the same SessionReport the
+// final report is made of. q or Ctrl-C quits and restores the terminal.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <string>
+
+#include "cli/options.h"
+#include "session/analysis.h"
+#include "util/result.h"
+
+namespace steptrace {
+
+struct TopFrameState {
+  double last_wall_s = 0;
+  size_t last_steps = 0;  // steps of all ranks at the previous frame
+};
+
+struct TopView {
+  int width = 100, height = 40;
+  bool color = false;
+  int window_steps = 10;  // rolling breakdown over each rank's last N steps
+  bool final_frame = false;
+};
+
+// One frame of text (lines separated by "\n", each at most view.width columns
+// of visible text). Updates `state` for the step-rate computation.
+std::string render_top_frame(const SessionReport& r, const TopView& view, TopFrameState& state);
+
+// Runs a session with the live view until the job exits, the duration
+// elapses, q is pressed or *stop is set; returns the final report.
+Result<SessionReport> run_top(const Options& o, const std::atomic<bool>* stop);
+
+}  // namespace steptrace

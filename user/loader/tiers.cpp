@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "loader/tiers.h"
+
+#include "steptrace_abi.h"
+
+namespace steptrace {
+
+TierPlan plan_tiers(const KernelFeatures& f, uint32_t sub, bool allow_kprobes, bool accel_devs) {
+  TierPlan p;
+  const bool kp = allow_kprobes && f.kprobes;
+  p.accel_devs = accel_devs;
+  if (sub & ST_SUB_ACCEL) {
+    p.accel_kprobe = kp && f.neuron_ioctl_sym && !accel_devs;
+    if (!f.tracefs.empty()) p.neuron_tps = f.neuron_tps;
+  }
+  if (sub & ST_SUB_NET) {
+    p.net_tp = f.tp_sock_length;
+    p.net_kprobe = !p.net_tp && kp && f.kprobe_tcp;
+  }
+  p.syscalls = (sub & ST_SUB_SCHED) || ((sub & ST_SUB_ACCEL) && !p.accel_kprobe) || p.net_tp;
+  return p;
+}
+
+std::vector<AttachTier> TierPlan::describe(uint32_t sub, const KernelFeatures& f) const {
+  std::vector<AttachTier> t;
+  t.push_back({"sched", (sub & ST_SUB_SCHED) ? "tp_btf sched_switch/sched_waking" : "disabled"});
+  std::string sys = "tp_btf sys_enter/sys_exit (";
+  bool first = true;
+  auto add = [&](const char* what) {
+    sys += first ? what : std::string(", ") + what;
+    first = false;
+  };
+  if (sub & ST_SUB_SCHED) add("yields, blocked-in syscall");
+  if ((sub & ST_SUB_ACCEL) && !accel_kprobe) add("accel ioctls");
+  if (net_tp) add("net call durations");
+  t.push_back({"syscalls", syscalls ? sys + ")" : "not attached (no per-syscall tax)"});
+  if (!(sub & ST_SUB_ACCEL)) {
+    t.push_back({"accel", "disabled"});
+  } else {
+    t.push_back({"accel", accel_kprobe ? "kprobe/kretprobe ncdev_ioctl [neuron]"
+                          : accel_devs ? "tp_btf sys_enter/sys_exit, filtered to device files (--accel-dev given)"
+                                       : "tp_btf sys_enter/sys_exit, filtered to device files"});
+    std::string tps;
+    for (const auto& n : neuron_tps) tps += (tps.empty() ? "neuron:" : ",") + n;
+    if (tps.empty())
+      tps = f.tracefs.empty() ? "none (tracefs not mounted)" : "none (no neuron:* tracepoints with the known layout)";
+    t.push_back({"accel_tp", tps});
+  }
+  if (!(sub & ST_SUB_BLOCK)) t.push_back({"block", "disabled"});
+  else
+    t.push_back({"block", f.tp_block_rq ? "tp_btf block_rq_insert/issue/complete"
+                                        : "unavailable: no block_rq tracepoints"});
+  if (!(sub & ST_SUB_NET)) t.push_back({"net", "disabled"});
+  else if (net_tp) t.push_back({"net", "tp_btf sock_send_length/sock_recv_length + tcp state"});
+  else if (net_kprobe) t.push_back({"net", "kprobe/kretprobe tcp_sendmsg/tcp_recvmsg + tcp state"});
+  else t.push_back({"net", "tcp state/retransmit only (no per-call bytes on this kernel)"});
+  return t;
+}
+
+}  // namespace steptrace

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+// Attach tiers: which hook each collector uses on this kernel, chosen from
+// the probed features, best (cheapest, most complete) first. Pure, so the
+// choice is unit-tested for each kernel we support; BpfTracer applies the
+// plan, `steptrace check` and every report print it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loader/features.h"
+
+namespace steptrace {
+
+// Which attach point each collector uses on this kernel.
+struct AttachTier {
+  std::string collector;
+  std::string tier;  // e.g. "tp_btf sched_switch", "disabled: ..."
+};
+
+struct TierPlan {
+  // tp_btf sys_enter/sys_exit: yields and the blocked-in syscall (sched),
+  // accelerator ioctls when accel_kprobe is off, call durations for net_tp.
+  // Every syscall on the host pays its filter, so it is off when nothing needs it.
+  bool syscalls = false;
+  bool accel_kprobe = false;  // kprobe/kretprobe ncdev_ioctl (neuron module) instead of the syscall hook
+  bool net_tp = false;        // tp_btf sock_send_length/sock_recv_length (>= 6.3)
+  bool net_kprobe = false;    // kprobe/kretprobe tcp_sendmsg/tcp_recvmsg (6.1)
+  std::vector<std::string> neuron_tps;  // neuron:* tracepoints to attach (accel evidence)
+  bool accel_devs = false;              // --accel-dev given (kept for describe())
+  std::vector<AttachTier> describe(uint32_t subsystems, const KernelFeatures& f) const;
+};
+
+// allow_kprobes=false forces the tracepoint tiers (--no-kprobes, for comparison).
+// accel_devs: --accel-dev files were given. Those may be any file (a simulated
+// device), which only the syscall hook sees, so the kprobe tier is not used.
+TierPlan plan_tiers(const KernelFeatures& f, uint32_t subsystems, bool allow_kprobes = true, bool accel_devs = false);
+
+}  // namespace steptrace

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+// Per-step and per-window results of the device counters (NDS, EFA, Neuron
+// sysfs, network proxy threads). Plain structs so job_analysis.h can hold
+// them without depending on the readers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace steptrace::signals {
+
+struct StepDeviceSignals {
+  // NDS: the step's execution, split by the device (0 when not measured).
+  bool nds = false;
+  uint64_t device_ns = 0, compute_ns = 0, cc_ns = 0, total_ns = 0;
+  uint64_t exec_seq = 0;      // the datastore's execution number
+  uint64_t exec_errors = 0;   // errors + timeouts recorded during the step
+  // EFA: bytes on this rank's adapter during the step.
+  bool efa = false;
+  uint64_t efa_tx_bytes = 0, efa_rx_bytes = 0;
+  uint64_t efa_send_bytes = 0;        // host-driven messages
+  uint64_t efa_rdma_write_bytes = 0;  // device RDMA writes
+  uint64_t efa_trouble = 0;           // drops, retransmits, errors
+  double net_ratio = -1;              // achieved / link rate on the busiest path (-1 unknown)
+  // Network proxy threads of this rank: run-queue delay during the step.
+  uint64_t proxy_runq_ns = 0;
+  uint32_t proxy_preempted = 0;
+};
+
+struct SignalSource {
+  bool available = false;
+  std::string detail;  // why not, or what was found
+};
+
+struct ProxyThread {
+  uint32_t pid = 0, tid = 0;
+  std::string comm;
+  std::string how;  // "name", "behaviour" or "name+behaviour"
+};
+
+struct DeviceSignalsSummary {
+  SignalSource nds, efa, neuron_sysfs, proxy;
+  bool split_from_nds = false;    // device execute split by NDS (else arrival skew)
+  // Per execution, over counted steps with NDS.
+  double mean_compute_ms = 0, mean_cc_ms = 0, mean_device_ms = 0;
+  std::string execution_bound = "unknown";  // "compute", "collective" or "unknown"
+  // EFA network-bound collective test.
+  double link_gbit = 0;          // per adapter
+  double achieved_gbit = 0;      // median per step on the busiest path
+  double net_ratio = -1;         // median achieved / link
+  bool network_bound = false;
+  double efa_mib_per_step = 0;
+  // Neuron sysfs: status counters that moved in the window (name -> delta).
+  std::vector<std::pair<std::string, uint64_t>> sysfs_deltas;
+  uint64_t device_mem_bytes = 0;
+  std::vector<ProxyThread> proxies;
+  double proxy_runq_ms_per_step = 0;
+  std::vector<std::string> evidence;  // lines for the verdict
+};
+
+}  // namespace steptrace::signals
