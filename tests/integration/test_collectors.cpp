@@ -212,7 +212,7 @@ TEST_CASE("net: a loopback TCP transfer is recorded both ways with its 4-tuple",
   CHECK(client_recv == kDown);
 }
 
-TEST_CASE("accel: ioctls on an --accel-dev file are recorded with cmd, bytes and result; others are not",
+TEST_CASE("accel: ioctls on an --accel-dev file are recorded with cmd, bytes and result, others are not",
           "[root][accel]") {
   require_root();
   std::string dev = disk_tmpdir() + "/steptrace-fakedev-" + std::to_string(getpid());

@@ -8,7 +8,7 @@
 
 using namespace steptrace;
 
-TEST_CASE("steps: the step marker cuts exact steps; time splits into on-CPU and sleep", "[root][steps]") {
+TEST_CASE("steps: the step marker cuts exact steps, time splits into on-CPU and sleep", "[root][steps]") {
   test::require_root();
   Options o;
   o.command = CommandKind::run;

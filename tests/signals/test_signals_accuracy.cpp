@@ -156,7 +156,7 @@ TEST_CASE("signals: compute-bound executions split by NDS within 5% of the truth
   CHECK(success);
 }
 
-TEST_CASE("signals: collective-bound executions split by NDS within 5%; network-bound fires", "[root][signals]") {
+TEST_CASE("signals: collective-bound executions split by NDS within 5%, network-bound fires", "[root][signals]") {
   require_root();
   auto run = run_sim("collective-bound", {"--steps", "14", "--device-cc-bytes", "32m", "--link-gbps", "2"});
   check_split(run, "collective-bound");

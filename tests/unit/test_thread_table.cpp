@@ -65,7 +65,7 @@ TEST_CASE("thread table: on-CPU, sleeping, runnable and preempted time add up", 
   CHECK(i->wakers.at(2).waker_comm == "loader");
 }
 
-TEST_CASE("thread table: exit closes the thread; time before the first event is not invented", "[timeline]") {
+TEST_CASE("thread table: exit closes the thread, time before the first event is not invented", "[timeline]") {
   ThreadTable t;
   t.on_event(sw(5000, 3, 0, 1, false));  // first seen leaving the CPU: nothing before 5000 counted
   st_task_exit x{};

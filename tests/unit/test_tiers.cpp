@@ -115,7 +115,7 @@ TEST_CASE("tiers: steptrace check reports the tiers a run would use", "[tiers]")
   CHECK(preflight_ok(rows));
 }
 
-TEST_CASE("kallsyms: lines parse; module symbols are told apart from the kernel's", "[parsers]") {
+TEST_CASE("kallsyms: lines parse, module symbols are told apart from the kernel's", "[parsers]") {
   auto e = parse_kallsyms_line("ffffffffc0a01230 t ncdev_ioctl\t[neuron]");
   REQUIRE(e);
   CHECK(e->name == "ncdev_ioctl");
