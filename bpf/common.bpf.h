@@ -74,6 +74,10 @@ struct st_task_state {
 	__s32 accel_fd;
 	__u8 accel_pending;
 	__u8 pad_[7];
+	/* schedstat run_delay (cumulative) when the thread last left a CPU,
+	 * | 1 so that 0 means never seen: the next switch-out reports the
+	 * difference as the queue wait before its slice (sched.bpf.c). */
+	__u64 run_delay_at_out;
 	/* kprobe tiers: what the entry probe saw, for the return probe */
 	__u64 accel_enter_ts;  /* ncdev_ioctl entry */
 	__u64 net_sk;          /* tcp_sendmsg/tcp_recvmsg in progress: the socket */

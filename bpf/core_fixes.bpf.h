@@ -29,4 +29,16 @@ static __always_inline bool st_sk_has_v6(void)
 	return bpf_core_field_exists(struct sock_common, skc_v6_daddr);
 }
 
+/*
+ * struct sched_info's run_delay/last_queued exist only with CONFIG_SCHED_INFO
+ * (selected by SCHEDSTATS or TASK_DELAY_ACCT: on in Debian, Ubuntu and AL2023
+ * kernels). Without them the queue wait is reported unknown and userspace
+ * falls back to wake-up-to-run time.
+ */
+static __always_inline bool st_has_sched_info(void)
+{
+	return bpf_core_field_exists(struct sched_info, last_queued) &&
+	       bpf_core_field_exists(struct sched_info, run_delay);
+}
+
 #endif /* STEPTRACE_CORE_FIXES_BPF_H */

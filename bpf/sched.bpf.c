@@ -8,6 +8,7 @@
  * next switch-out record instead of one record per sched_yield().
  */
 #include "common.bpf.h"
+#include "core_fixes.bpf.h"
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(st_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
@@ -18,6 +19,7 @@ int BPF_PROG(st_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	struct st_task_state *ts;
 	__u32 yields = 0;
 	__s32 sys_nr = -1;
+	__u64 queue_ns = ST_QUEUE_UNKNOWN, run_delay;
 
 	if (!(st_cfg.enabled & ST_SUB_SCHED))
 		return 0;
@@ -27,11 +29,24 @@ int BPF_PROG(st_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		return 0;
 
 	if (prev_t) {
-		ts = st_task_state_get(prev, false);
+		ts = st_task_state_get(prev, true);
 		if (ts) {
 			yields = ts->yields;
 			ts->yields = 0;
 			sys_nr = ts->sys_nr;
+			/*
+			 * sched_info_arrive() added the wait that ended when this
+			 * slice began (and sched_info_dequeue() any part of it before
+			 * a migration) to run_delay; nothing else changes it while
+			 * the task runs. So the growth since the last switch-out is
+			 * exactly that wait, as schedstat and delayacct count it.
+			 */
+			if (st_has_sched_info()) {
+				run_delay = BPF_CORE_READ(prev, sched_info.run_delay);
+				if (ts->run_delay_at_out && run_delay >= (ts->run_delay_at_out & ~1ull))
+					queue_ns = run_delay - (ts->run_delay_at_out & ~1ull);
+				ts->run_delay_at_out = run_delay | 1;
+			}
 		}
 	}
 	e = st_reserve_for(sizeof(*e), ST_EV_SCHED_SWITCH, prev->tgid, prev->pid, bpf_ktime_get_ns());
@@ -44,6 +59,7 @@ int BPF_PROG(st_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		   (next_t ? ST_SWITCH_NEXT_TARGET : 0);
 	e->prev_yields = yields;
 	e->prev_sys_nr = sys_nr;
+	e->prev_queue_ns = queue_ns;
 	st_submit(e);
 	return 0;
 }

@@ -16,7 +16,10 @@
 #include <linux/types.h>
 #endif
 
-#define ST_ABI_VERSION 1
+#define ST_ABI_VERSION 2
+/* Oldest record layout this build still reads (capture files). v1 -> v2:
+ * st_sched_switch grew prev_queue_ns; v1 switch records decode with it unknown. */
+#define ST_ABI_MIN_READABLE 1
 #define ST_COMM_LEN 16
 #define ST_MAX_TARGETS 65536   /* traced tgids (follows fork) */
 #define ST_MAX_ACCEL_DEVS 64   /* explicit --accel-dev files */
@@ -93,7 +96,15 @@ struct st_sched_switch {
 	__u32 flags;        /* ST_SWITCH_* */
 	__u32 prev_yields;  /* sched_yield() calls by prev during the slice that just ended */
 	__s32 prev_sys_nr;  /* syscall prev was in when it left the CPU, -1 none/unknown */
+	/* How long prev waited on a runqueue before the slice that just ended
+	 * (the kernel's schedstat run_delay for that arrival, migrations
+	 * included), ST_QUEUE_UNKNOWN when not known (first slice seen, kernel
+	 * without CONFIG_SCHED_INFO). Time between a wake-up and the enqueue
+	 * (wake-up IPI, idle exit) is not in it: that is not contention. */
+	__u64 prev_queue_ns;
 };
+#define ST_QUEUE_UNKNOWN (~0ull)
+#define ST_SCHED_SWITCH_V1_SIZE 48
 
 /* header pid/tid = the woken task (wakee). */
 #define ST_WAKE_NEW (1u << 0)          /* sched_wakeup_new: first run of a new task */
@@ -262,7 +273,8 @@ struct st_accel_dev_key {
 #ifdef __cplusplus
 static_assert(sizeof(struct st_config) == 32, "st_config layout");
 static_assert(sizeof(struct st_event_header) == 24, "header layout");
-static_assert(sizeof(struct st_sched_switch) == 48, "sched_switch layout");
+static_assert(sizeof(struct st_sched_switch) == 56, "sched_switch layout");
+static_assert(__builtin_offsetof(struct st_sched_switch, prev_queue_ns) == ST_SCHED_SWITCH_V1_SIZE, "v1 switch prefix");
 static_assert(sizeof(struct st_sched_wakeup) == 72, "sched_wakeup layout");
 static_assert(sizeof(struct st_task_new) == 56, "task_new layout");
 static_assert(sizeof(struct st_task_comm) == 40, "task_comm layout");

@@ -45,10 +45,10 @@ TEST_CASE("decoder: unknown kinds and bad sizes are counted, not fatal", "[decod
   CHECK(d.stats().unknown_kind == 1);
 
   st_sched_switch s{};
-  s.hdr.size = sizeof(s) - 8;  // claims a wrong size for its kind
+  s.hdr.size = sizeof(s) - 4;  // claims a wrong size for its kind (neither v1 nor v2)
   s.hdr.kind = ST_EV_SCHED_SWITCH;
   b = bytes_of(s);
-  CHECK_FALSE(d.decode(b.data(), b.size()).has_value());
+  CHECK_FALSE(d.decode(b.data(), b.size() - 4).has_value());
   s.hdr.size = sizeof(s) + 100;  // larger than the buffer
   b = bytes_of(s);
   CHECK_FALSE(d.decode(b.data(), b.size()).has_value());
@@ -60,4 +60,21 @@ TEST_CASE("decoder: unknown kinds and bad sizes are counted, not fatal", "[decod
 TEST_CASE("decoder: every kind below ST_EV_KIND_MAX has a name", "[decode]") {
   for (uint32_t k = 1; k < ST_EV_KIND_MAX; ++k) CHECK(kind_name(k) != "unknown");
   CHECK(kind_name(ST_EV_KIND_MAX) == "unknown");
+}
+
+TEST_CASE("decoder: ABI v1 switch records (no queue wait) still decode, with the wait unknown", "[decode]") {
+  st_sched_switch s{};
+  s.hdr.size = ST_SCHED_SWITCH_V1_SIZE;
+  s.hdr.kind = ST_EV_SCHED_SWITCH;
+  s.next_tid = 77;
+  s.prev_sys_nr = 16;
+  s.prev_queue_ns = 12345;  // beyond the v1 record: must not be read
+  auto b = bytes_of(s);
+  Decoder d;
+  auto e = d.decode(b.data(), ST_SCHED_SWITCH_V1_SIZE);
+  REQUIRE(e.has_value());
+  const auto& v = std::get<st_sched_switch>(*e);
+  CHECK(v.next_tid == 77);
+  CHECK(v.prev_sys_nr == 16);
+  CHECK(v.prev_queue_ns == ST_QUEUE_UNKNOWN);
 }

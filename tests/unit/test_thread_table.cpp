@@ -10,7 +10,8 @@ using namespace steptrace;
 namespace {
 constexpr uint32_t kPid = 100;
 
-Event sw(uint64_t ts, uint32_t prev, uint32_t next, uint32_t prev_state, bool preempt, uint32_t yields = 0) {
+Event sw(uint64_t ts, uint32_t prev, uint32_t next, uint32_t prev_state, bool preempt, uint32_t yields = 0,
+         uint64_t prev_queue_ns = ST_QUEUE_UNKNOWN) {
   st_sched_switch e{};
   e.hdr.size = sizeof(e);
   e.hdr.kind = ST_EV_SCHED_SWITCH;
@@ -23,6 +24,7 @@ Event sw(uint64_t ts, uint32_t prev, uint32_t next, uint32_t prev_state, bool pr
   e.flags = (preempt ? ST_SWITCH_PREEMPT : 0) | (prev ? ST_SWITCH_PREV_TARGET : 0) |
             (next ? ST_SWITCH_NEXT_TARGET : 0);
   e.prev_yields = yields;
+  e.prev_queue_ns = prev_queue_ns;
   return Event{e};
 }
 
@@ -63,6 +65,24 @@ TEST_CASE("thread table: on-CPU, sleeping, runnable and preempted time add up", 
   CHECK(i->wakers.at(2).count == 1);
   CHECK(i->wakers.at(2).blocked_ns == 5000);
   CHECK(i->wakers.at(2).waker_comm == "loader");
+}
+
+TEST_CASE("thread table: a wake-up's trip to the CPU stays part of the block, only the queue wait is runnable",
+          "[timeline]") {
+  ThreadTable t;
+  t.on_event(sw(1000, 0, 1, 0, false));                         // runs
+  t.on_event(sw(3000, 1, 0, 1, false));                         // sleeps
+  t.on_event(wake(8000, 1, 2, "loader"));                       // sched_waking at 8000
+  t.on_event(sw(8500, 0, 1, 0, false));                         // on CPU at 8500
+  t.on_event(sw(9000, 1, 0, 0, true, 0, 200));                  // its slice had waited 200 ns queued
+  t.on_event(sw(9400, 0, 1, 0, false));                         // back after a preemption
+  t.on_event(sw(9600, 1, 0, 1, false, 0, 999999));              // a queue wait longer than the gap: capped
+  t.finish(10000);
+  const ThreadInfo* i = t.find(1);
+  REQUIRE(i != nullptr);
+  CHECK(i->ns(ThreadState::sleeping) == 5000 + 300 + 400);  // block + wake-up delivery + final sleep
+  CHECK(i->ns(ThreadState::runnable) == 200 + 400);
+  CHECK(i->ns(ThreadState::running) == 2000 + 500 + 200);
 }
 
 TEST_CASE("thread table: exit closes the thread, time before the first event is not invented", "[timeline]") {

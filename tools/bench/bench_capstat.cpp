@@ -36,9 +36,9 @@ int main(int argc, char** argv) {
     uint32_t k = h.kind < ST_EV_KIND_MAX ? h.kind : 0;
     ++by_kind[k];
     bool mine = h.pid == self;
-    if (h.kind == ST_EV_SCHED_SWITCH && n >= sizeof(st_sched_switch)) {
-      st_sched_switch e;
-      std::memcpy(&e, d, sizeof(e));
+    if (h.kind == ST_EV_SCHED_SWITCH && n >= ST_SCHED_SWITCH_V1_SIZE) {  // v1 captures too
+      st_sched_switch e{};
+      std::memcpy(&e, d, std::min<size_t>(n, sizeof(e)));
       mine = mine || e.next_pid == self;
     } else if (h.kind == ST_EV_SCHED_WAKEUP && n >= sizeof(st_sched_wakeup)) {
       st_sched_wakeup e;

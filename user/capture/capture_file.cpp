@@ -134,8 +134,9 @@ Result<CaptureContents> read_capture_bytes(const uint8_t* data, size_t size,
     return make_error(fmt::format("capture format version {} (offset 8) is newer than this steptrace ({}): upgrade steptrace",
                                   ver, kCaptureFormatVersion));
   if (ver == 0) return err(8, "format version 0");
-  if (abi != ST_ABI_VERSION)
-    return make_error(fmt::format("capture ABI version {} (offset 12) does not match this steptrace ({})", abi, ST_ABI_VERSION));
+  if (abi < ST_ABI_MIN_READABLE || abi > ST_ABI_VERSION)
+    return make_error(fmt::format("capture ABI version {} (offset 12) is not readable by this steptrace (reads {}..{})", abi,
+                                  ST_ABI_MIN_READABLE, ST_ABI_VERSION));
   if (mlen > kMaxMeta || 20 + static_cast<size_t>(mlen) > size) return err(16, "metadata length out of range");
   c.meta = nlohmann::json::parse(data + 20, data + 20 + mlen, nullptr, false);
   if (c.meta.is_discarded()) return err(20, "metadata is not valid JSON");

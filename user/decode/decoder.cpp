@@ -58,7 +58,16 @@ std::optional<Event> Decoder::decode(const void* data, size_t len) {
   }
   len = h.size;
   switch (h.kind) {
-    case ST_EV_SCHED_SWITCH: return copy_as<st_sched_switch>(data, len, stats_, h.kind);
+    case ST_EV_SCHED_SWITCH:
+      // ABI v1 records end before prev_queue_ns: read them with it unknown.
+      if (len == ST_SCHED_SWITCH_V1_SIZE) {
+        st_sched_switch v{};
+        std::memcpy(&v, data, ST_SCHED_SWITCH_V1_SIZE);
+        v.prev_queue_ns = ST_QUEUE_UNKNOWN;
+        ++stats_.decoded[h.kind];
+        return Event{v};
+      }
+      return copy_as<st_sched_switch>(data, len, stats_, h.kind);
     case ST_EV_SCHED_WAKEUP: return copy_as<st_sched_wakeup>(data, len, stats_, h.kind);
     case ST_EV_TASK_NEW: return copy_as<st_task_new>(data, len, stats_, h.kind);
     case ST_EV_TASK_EXEC:

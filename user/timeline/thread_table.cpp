@@ -42,6 +42,7 @@ void ThreadTable::enter(ThreadInfo& t, ThreadState s, uint64_t ts) {
     t.state_ns[static_cast<int>(t.state)] += ts - t.since_ns;
   t.state = s;
   t.since_ns = ts;
+  t.woke_from = ThreadState::unknown;
 }
 
 void ThreadTable::on_switch(const st_sched_switch& e) {
@@ -49,6 +50,12 @@ void ThreadTable::on_switch(const st_sched_switch& e) {
   if (e.flags & ST_SWITCH_PREV_TARGET) {
     auto& t = get(e.hdr.pid, e.hdr.tid);
     t.yields += e.prev_yields;
+    if (t.state == ThreadState::running && t.woke_from != ThreadState::unknown) {
+      // Wake-up delivery before the enqueue was still the block.
+      uint64_t moved = queued_since(t.wait_since_ns, t.since_ns, e.prev_queue_ns) - t.wait_since_ns;
+      t.state_ns[static_cast<int>(ThreadState::runnable)] -= moved;
+      t.state_ns[static_cast<int>(t.woke_from)] += moved;
+    }
     ThreadState next;
     if (e.prev_state == 0) {
       next = ThreadState::runnable;
@@ -64,7 +71,12 @@ void ThreadTable::on_switch(const st_sched_switch& e) {
   if (e.flags & ST_SWITCH_NEXT_TARGET) {
     auto& t = get(e.next_pid, e.next_tid);
     ++t.switches_in;
+    bool after_wake = t.state == ThreadState::runnable && t.woke_from != ThreadState::unknown;
+    ThreadState from = after_wake ? t.woke_from : ThreadState::unknown;
+    uint64_t wait_since = t.since_ns;
     enter(t, ThreadState::running, ts);
+    t.woke_from = from;
+    t.wait_since_ns = wait_since;
   }
 }
 
@@ -84,7 +96,11 @@ void ThreadTable::on_wakeup(const st_sched_wakeup& e) {
     ++w.count;
   }
   // A wakeup of a running thread (woken before it finished switching out) changes nothing.
-  if (t.state != ThreadState::running) enter(t, ThreadState::runnable, e.hdr.ts_ns);
+  if (t.state != ThreadState::running) {
+    ThreadState from = t.state == ThreadState::sleeping || t.state == ThreadState::disk_wait ? t.state : ThreadState::unknown;
+    enter(t, ThreadState::runnable, e.hdr.ts_ns);
+    t.woke_from = from;
+  }
 }
 
 void ThreadTable::on_event(const Event& ev) {

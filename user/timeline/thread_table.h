@@ -17,6 +17,17 @@ namespace steptrace {
 enum class ThreadState : uint8_t { unknown = 0, running, runnable, sleeping, disk_wait, dead, count_ };
 const char* state_name(ThreadState s);
 
+// Where the wait before a slice that began at slice_start really started:
+// a switch-out record carries the queue wait of its slice (schedstat
+// run_delay), so the thread reached a runqueue at slice_start - queue_ns. The
+// time between the wake-up and that is the wake-up travelling to an idle or
+// remote CPU: it belongs to the block that ended, not to CPU contention.
+// Without a known queue wait: the wake-up itself.
+inline uint64_t queued_since(uint64_t woken_at, uint64_t slice_start, uint64_t queue_ns) {
+  if (queue_ns == ST_QUEUE_UNKNOWN || queue_ns >= slice_start || slice_start - queue_ns <= woken_at) return woken_at;
+  return slice_start - queue_ns;
+}
+
 struct WakerEdge {
   uint32_t waker_pid = 0;
   std::string waker_comm;
@@ -29,6 +40,10 @@ struct ThreadInfo {
   std::string comm;
   ThreadState state = ThreadState::unknown;
   uint64_t since_ns = 0;  // when `state` began
+  // The wait before the current slice, for the switch-out that reports its
+  // queue time: when it began and, after a wake-up, the block it ended.
+  uint64_t wait_since_ns = 0;
+  ThreadState woke_from = ThreadState::unknown;
   uint64_t state_ns[static_cast<int>(ThreadState::count_)] = {};
   uint64_t switches_in = 0;
   uint64_t preempted = 0;     // involuntary switch-outs

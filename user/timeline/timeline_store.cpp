@@ -39,6 +39,23 @@ void TimelineStore::move_to(ThreadTimeline& t, ThreadState s, uint64_t ts) {
   t.pending = StateSeg{};
 }
 
+// The slice that is ending was preceded by [block][runnable]: the switch-out
+// says how long of that runnable time was spent queued; the rest was the
+// wake-up reaching a CPU and stays part of the block (and its waker).
+void TimelineStore::trim_wake_delivery(ThreadTimeline& t, uint64_t queue_ns) {
+  size_t n = t.segs.size();
+  if (n < 2) return;
+  StateSeg& wait = t.segs[n - 1];
+  StateSeg& block = t.segs[n - 2];
+  if (wait.state != ThreadState::runnable || wait.end != t.cur_since || block.end != wait.start ||
+      (block.state != ThreadState::sleeping && block.state != ThreadState::disk_wait))
+    return;
+  uint64_t q = queued_since(wait.start, wait.end, queue_ns);
+  block.end = q;
+  wait.start = q;
+  if (wait.start >= wait.end) t.segs.pop_back();
+}
+
 void TimelineStore::on_event(const Event& ev) {
   std::visit(
       [this](const auto& e) {
@@ -47,6 +64,7 @@ void TimelineStore::on_event(const Event& ev) {
         if constexpr (std::is_same_v<T, st_sched_switch>) {
           if (e.flags & ST_SWITCH_PREV_TARGET) {
             auto& t = get(e.hdr.pid, e.hdr.tid);
+            if (t.cur == ThreadState::running) trim_wake_delivery(t, e.prev_queue_ns);
             ThreadState s = e.prev_state == 0        ? ThreadState::runnable
                             : (e.prev_state & 0x2)   ? ThreadState::disk_wait
                                                      : ThreadState::sleeping;

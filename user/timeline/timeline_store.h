@@ -71,6 +71,7 @@ class TimelineStore {
  private:
   ThreadTimeline& get(uint32_t pid, uint32_t tid);
   void move_to(ThreadTimeline& t, ThreadState s, uint64_t ts);
+  void trim_wake_delivery(ThreadTimeline& t, uint64_t queue_ns);
 
   std::unordered_map<uint32_t, ThreadTimeline> threads_;
   std::map<uint32_t, uint32_t> parent_;   // child pid -> parent pid

@@ -42,38 +42,81 @@ bool Port::open(const std::string &sysfs_root, int index, double rate_gbit)
 	write_value(base + "/ports/1/hw_counters/lifespan", "10\n");
 	std::lock_guard lk(mu_);
 	dir_ = base + "/ports/1/hw_counters";
-	flush();
+	write_all(dir_, snapshot());
+	if (!flusher_.joinable())
+		flusher_ = std::thread(&Port::flusher_loop, this);
 	return true;
 }
 
-void Port::flush()
+Port::~Port()
+{
+	{
+		std::lock_guard lk(mu_);
+		stop_ = true;
+	}
+	cv_.notify_one();
+	if (flusher_.joinable())
+		flusher_.join();
+}
+
+Port::Values Port::snapshot() const
+{
+	return Values{tx_bytes_,  tx_pkts_,  rx_bytes_,        rx_pkts_,        send_bytes_,          send_wrs_,
+		      recv_bytes_, recv_wrs_, rdma_write_bytes_, rdma_write_wrs_, rdma_write_recv_bytes_};
+}
+
+void Port::changed()
+{
+	dirty_ = true;
+	cv_.notify_one();
+}
+
+void Port::flusher_loop()
+{
+	std::unique_lock lk(mu_);
+	for (;;) {
+		cv_.wait(lk, [&] { return dirty_ || stop_; });
+		if (dirty_) {
+			dirty_ = false;
+			Values v = snapshot();
+			std::string dir = dir_;
+			lk.unlock();
+			write_all(dir, v);
+			lk.lock();
+		}
+		if (stop_ && !dirty_)
+			return;
+	}
+}
+
+void Port::write_all(const std::string &dir, const Values &v)
 {
 	const std::pair<const char *, uint64_t> rows[] = {
-		{"tx_bytes", tx_bytes_},
-		{"tx_pkts", tx_pkts_},
-		{"rx_bytes", rx_bytes_},
-		{"rx_pkts", rx_pkts_},
+		{"tx_bytes", v.tx_bytes},
+		{"tx_pkts", v.tx_pkts},
+		{"rx_bytes", v.rx_bytes},
+		{"rx_pkts", v.rx_pkts},
 		{"rx_drops", 0},
-		{"send_bytes", send_bytes_},
-		{"send_wrs", send_wrs_},
-		{"recv_bytes", recv_bytes_},
-		{"recv_wrs", recv_wrs_},
+		{"send_bytes", v.send_bytes},
+		{"send_wrs", v.send_wrs},
+		{"recv_bytes", v.recv_bytes},
+		{"recv_wrs", v.recv_wrs},
 		{"rdma_read_wrs", 0},
 		{"rdma_read_bytes", 0},
 		{"rdma_read_wr_err", 0},
 		{"rdma_read_resp_bytes", 0},
-		{"rdma_write_wrs", rdma_write_wrs_},
-		{"rdma_write_bytes", rdma_write_bytes_},
+		{"rdma_write_wrs", v.rdma_write_wrs},
+		{"rdma_write_bytes", v.rdma_write_bytes},
 		{"rdma_write_wr_err", 0},
-		{"rdma_write_recv_bytes", rdma_write_recv_bytes_},
+		{"rdma_write_recv_bytes", v.rdma_write_recv_bytes},
 		{"retrans_bytes", 0},
 		{"retrans_pkts", 0},
 		{"retrans_timeout_events", 0},
 		{"unresponsive_remote_events", 0},
 		{"impaired_remote_conn_events", 0},
 	};
-	for (const auto &[name, v] : rows)
-		write_value(dir_ + "/" + name, std::to_string(v) + "\n");
+	for (const auto &[name, value] : rows)
+		write_value(dir + "/" + name, std::to_string(value) + "\n");
 }
 
 void Port::add_messages(uint64_t tx, uint64_t rx)
@@ -89,7 +132,7 @@ void Port::add_messages(uint64_t tx, uint64_t rx)
 	recv_bytes_ += rx;
 	send_wrs_ += tx ? 1 : 0;
 	recv_wrs_ += rx ? 1 : 0;
-	flush();
+	changed();
 }
 
 void Port::add_rdma_write(uint64_t tx, uint64_t rx)
@@ -104,7 +147,7 @@ void Port::add_rdma_write(uint64_t tx, uint64_t rx)
 	rdma_write_bytes_ += tx;
 	rdma_write_recv_bytes_ += rx;
 	rdma_write_wrs_ += tx ? 1 : 0;
-	flush();
+	changed();
 }
 
 } // namespace trainsim::efa

@@ -7,14 +7,24 @@
 // collective traffic it drives.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <thread>
 
 namespace trainsim::efa {
 
+// Counters are written to their files by a flusher thread: real adapters
+// count in hardware, so the thread that moves the bytes must not pay for the
+// bookkeeping (the ground truth would otherwise charge file writes to the
+// collective).
 class Port {
 public:
+	Port() = default;
+	~Port();
+	Port(const Port &) = delete;
+	Port &operator=(const Port &) = delete;
 	// Creates the tree (all counters 0). rate_gbit: the port rate file.
 	bool open(const std::string &sysfs_root, int index, double rate_gbit);
 	bool enabled() const { return !dir_.empty(); }
@@ -25,8 +35,18 @@ public:
 	const std::string &dir() const { return dir_; }
 
 private:
-	void flush();
+	struct Values {
+		uint64_t tx_bytes, tx_pkts, rx_bytes, rx_pkts, send_bytes, send_wrs, recv_bytes, recv_wrs,
+			rdma_write_bytes, rdma_write_wrs, rdma_write_recv_bytes;
+	};
+	Values snapshot() const; // mu_ held
+	static void write_all(const std::string &dir, const Values &v);
+	void changed();          // mu_ held: wake the flusher
+	void flusher_loop();
 	std::mutex mu_;
+	std::condition_variable cv_;
+	std::thread flusher_;
+	bool dirty_ = false, stop_ = false;
 	std::string dir_;
 	uint64_t tx_bytes_ = 0, tx_pkts_ = 0, rx_bytes_ = 0, rx_pkts_ = 0;
 	uint64_t send_bytes_ = 0, send_wrs_ = 0, recv_bytes_ = 0, recv_wrs_ = 0;

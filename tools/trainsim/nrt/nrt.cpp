@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "nrt/nrt_signals.h"
+#include "sim/clock.h"
 #include "sim_protocol.h"
 
 struct nrt_model {
@@ -347,6 +348,9 @@ NRT_STATUS nrt_execute(nrt_model_t *model, const nrt_tensor_set_t *, nrt_tensor_
 	if (r.fd < 0 || !r.nq_registered)
 		return NRT_UNINITIALIZED;
 	trainsim_exec_info info{};
+	thread_local trainsim::RunDelay run_delay;
+	info.have_run_delay = run_delay.ok();
+	info.rd_enter_ns = static_cast<uint64_t>(run_delay.read());
 	info.t_enter_ns = now_ns();
 	uint64_t seq = ++r.seq;
 	info.seq = seq;
@@ -368,6 +372,7 @@ NRT_STATUS nrt_execute(nrt_model_t *model, const nrt_tensor_set_t *, nrt_tensor_
 			return st;
 	}
 	info.t_kicked_ns = now_ns();
+	info.rd_kicked_ns = static_cast<uint64_t>(run_delay.read());
 	trainsim::nrt_signals::proxy_arm();
 
 	// 3. Wait like libnrt: poll the NQ entry in host memory, yield between
@@ -388,6 +393,7 @@ NRT_STATUS nrt_execute(nrt_model_t *model, const nrt_tensor_set_t *, nrt_tensor_
 		info.polls++;
 	}
 	info.t_seen_ns = now_ns();
+	info.rd_seen_ns = static_cast<uint64_t>(run_delay.read());
 	info.t_dev_start_ns = e->t_start_ns;
 	info.t_compute_end_ns = e->t_compute_end_ns;
 	info.t_cc_ready_ns = e->t_cc_ready_ns;
@@ -403,6 +409,7 @@ NRT_STATUS nrt_execute(nrt_model_t *model, const nrt_tensor_set_t *, nrt_tensor_
 	neuron_arg_dma_ack_completed ack{TRAINSIM_EXEC_ENGINE, 0, 1};
 	NRT_STATUS st = dev_ioctl(NEURON_CMD_DMA_ACK_COMPLETED, &ack, "DMA_ACK_COMPLETED");
 	info.t_return_ns = now_ns();
+	info.rd_return_ns = static_cast<uint64_t>(run_delay.read());
 	r.last = info;
 	r.have_last = true;
 	if (info.status)

@@ -91,6 +91,11 @@ struct trainsim_exec_info {
 	uint64_t planned_cc_xfer_ns;
 	uint64_t polls;             /* sched_yield calls while waiting */
 	int32_t status;
+	int32_t have_run_delay;     /* the rd_* fields are valid */
+	/* The calling thread's schedstat run_delay (ns, cumulative) at enter,
+	 * after the kicks, when the poll loop saw completion, and at return:
+	 * the ground truth's per-phase runqueue wait inside the call. */
+	uint64_t rd_enter_ns, rd_kicked_ns, rd_seen_ns, rd_return_ns;
 };
 NRT_API int trainsim_nrt_last_exec(struct trainsim_exec_info *out);
 /* Host-driven collective traffic of this rank (bytes each way): the sim's

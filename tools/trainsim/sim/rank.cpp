@@ -68,24 +68,40 @@ void fail_if(bool bad, const std::string &what)
 
 // nrt_execute as phases: the host-side submission, the device's compute
 // and collective (from the device's own timestamps in the NQ entry), and
-// the completion tail (poller noticing + DMA_ACK_COMPLETED). Run delay is
-// only measurable around the whole call; it is apportioned to the phases
-// where the thread had to run (tail, then submit) before the busy-wait ones.
+// the completion tail (poller noticing + DMA_ACK_COMPLETED). The runtime
+// reads the thread's run delay at entry, after the kicks, when the poll
+// loop saw completion and at return, so the submission and the ACK get
+// their measured runqueue wait. The poller's wait between the device
+// finishing (t3) and noticing it (seen) is runqueue wait when the thread was
+// not on a CPU then (a running poller notices within one poll): it is
+// min(seen - t3, run delay accrued while polling). Without the readings
+// (no schedstat), rd_total is apportioned: tail, then submit, then the rest.
 void add_exec_phases(tr::Step &step, const trainsim_exec_info &e, int64_t rd_total)
 {
 	int64_t t0 = static_cast<int64_t>(e.t_enter_ns);
 	int64_t t1 = std::max(t0, static_cast<int64_t>(e.t_kicked_ns));
 	int64_t t2 = std::max(t1, static_cast<int64_t>(e.t_compute_end_ns));
 	int64_t t3 = std::max(t2, static_cast<int64_t>(e.t_done_ns));
-	int64_t t4 = std::max(t3, static_cast<int64_t>(e.t_return_ns));
-	int64_t left = std::max<int64_t>(rd_total, 0);
-	auto take = [&](int64_t dur) {
-		int64_t v = std::min(left, dur);
-		left -= v;
-		return v;
-	};
-	int64_t rd_tail = take(t4 - t3);
-	int64_t rd_submit = take(t1 - t0);
+	int64_t seen = std::max(t3, static_cast<int64_t>(e.t_seen_ns));
+	int64_t t4 = std::max(seen, static_cast<int64_t>(e.t_return_ns));
+	int64_t rd_submit, rd_tail, left;
+	if (e.have_run_delay) {
+		auto d = [](uint64_t a, uint64_t b) { return b > a ? static_cast<int64_t>(b - a) : int64_t{0}; };
+		int64_t rd_poll = d(e.rd_kicked_ns, e.rd_seen_ns);
+		int64_t rd_notice = std::min(seen - t3, rd_poll);
+		rd_submit = std::min(d(e.rd_enter_ns, e.rd_kicked_ns), t1 - t0);
+		rd_tail = std::min(rd_notice + d(e.rd_seen_ns, e.rd_return_ns), t4 - t3);
+		left = rd_poll - rd_notice;
+	} else {
+		left = std::max<int64_t>(rd_total, 0);
+		auto take = [&](int64_t dur) {
+			int64_t v = std::min(left, dur);
+			left -= v;
+			return v;
+		};
+		rd_tail = take(t4 - t3);
+		rd_submit = take(t1 - t0);
+	}
 	int64_t busy = (t3 - t1) > 0 ? (t3 - t1) : 1;
 	int64_t rd_compute = left * (t2 - t1) / busy;
 	int64_t rd_cc = left - rd_compute;
@@ -228,16 +244,22 @@ int run(const RankContext &ctx)
 
 		// 5. Host all-reduce over TCP, with a correctness check on the sum.
 		if (host_cc) {
+			// Filling the gradient buckets is host CPU work, not the
+			// collective: the network is not involved yet.
 			t = now_ns();
 			d = rec.rd.read();
 			std::fill(grads.begin(), grads.end(), static_cast<float>(ctx.rank + 1));
+			rec.add("grad_fill", tr::kHostOverhead, t, d);
+			t = now_ns();
+			d = rec.rd.read();
 			uint64_t sent0 = coll.bytes_sent();
 			fail_if(!coll.allreduce(grads.data(), grads.size(), &err), err);
-			// A ring all-reduce receives what it sends.
+			rec.add("host_allreduce", tr::kCollective, t, d);
+			// A ring all-reduce receives what it sends (counted by the
+			// fake adapter's flusher thread, off this thread).
 			trainsim_nrt_net_traffic(coll.bytes_sent() - sent0, coll.bytes_sent() - sent0);
 			fail_if(grads.front() != expect || grads.back() != expect || grads[grads.size() / 2] != expect,
 				"host all-reduce produced a wrong sum");
-			rec.add("host_allreduce", tr::kCollective, t, d);
 		}
 
 		// 6. Host CPU work between steps (optimizer bookkeeping, Python).
