@@ -10,5 +10,6 @@ build=${BUILD_DIR:-$top/build}
 scenario=${1:-straggler}
 dev_dir=$(mktemp -d /tmp/steptrace-demo.XXXXXX)
 trap 'rmdir "$dev_dir" 2>/dev/null || true' EXIT
-"$build/user/steptrace" run --accel-dev "$dev_dir/neuron0" -- \
+# The demo scenarios run two ranks; rank r drives neuron<r>.
+"$build/user/steptrace" run --accel-dev "$dev_dir/neuron0" --accel-dev "$dev_dir/neuron1" -- \
   "$build/tools/trainsim/trainsim" --scenario "$scenario" --dev-dir "$dev_dir"

@@ -5,6 +5,7 @@
 // tools/update-golden.sh and review the diff.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -50,4 +51,21 @@ TEST_CASE("golden: the straggler capture shows the straggler and a complete wind
   CHECK(job.verdict.straggler_rank == 1);
   CHECK(job.verdict.straggler_cause == Category::data_loading);
   CHECK_FALSE(r->incomplete());
+}
+
+TEST_CASE("golden: an ABI v1 capture (switch records without the queue wait) still replays", "[golden]") {
+  // tests/corpus/capture/ok-straggler.cap was recorded before ABI v2.
+  const std::string path = std::string(CAPTURE_CORPUS_DIR) + "/ok-straggler.cap";
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in.good());
+  char head[16] = {};
+  in.read(head, sizeof(head));
+  uint32_t abi = 0;
+  std::memcpy(&abi, head + 12, sizeof(abi));
+  REQUIRE(abi == 1);
+  auto r = replay_capture(path);
+  REQUIRE(r.ok());
+  REQUIRE(r->job.ranks.size() == 2);
+  CHECK(r->job.ranks[0].steps.size() >= 5);
+  CHECK(r->job.verdict.straggler_rank == 1);
 }

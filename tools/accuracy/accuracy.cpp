@@ -4,7 +4,9 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -46,7 +48,12 @@ bool run_scenario(const ScenarioRun& run, ScenarioResult* out, std::string* err)
   Options o;
   o.command = CommandKind::run;
   o.subsystems = *parse_subsystems("all");
-  o.accel_devs = {dev_dir + "/neuron0"};
+  // Rank r drives neuron<r>: every rank's device file, or the ranks past the
+  // first would run with no ioctls traced.
+  int ranks = 2;  // trainsim's default
+  for (size_t i = 0; i + 1 < run.extra_args.size(); ++i)
+    if (run.extra_args[i] == "--ranks") ranks = std::max(1, std::atoi(run.extra_args[i + 1].c_str()));
+  for (int r = 0; r < ranks; ++r) o.accel_devs.push_back(dev_dir + "/neuron" + std::to_string(r));
   o.argv = {run.trainsim, "--scenario", run.scenario, "--dev-dir", dev_dir, "--truth", truth_path};
   o.argv.insert(o.argv.end(), run.extra_args.begin(), run.extra_args.end());
   o.duration_s = run.timeout_s;

@@ -5,6 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "accuracy.h"
 #include "truth.h"
 
@@ -22,6 +25,12 @@ int main(int argc, char** argv) {
   std::string trainsim;
   bool markdown = false;
   int dump_step = -1;
+  bool per_step = false;
+  size_t dump_rank = 0;
+  double dump_bad = 0;
+  app.add_option("--dump-bad", dump_bad, "With --per-step: dump every step whose first category is off by more than this many pp");
+  app.add_option("--dump-rank", dump_rank, "The rank --dump-step prints");
+  app.add_flag("--per-step", per_step, "Print each step's truth and traced shares (every rank)");
   app.add_option("--dump-step", dump_step, "Print truth phases and the traced main-thread timeline of this step (rank 0)");
   app.add_option("--scenario", scenarios, "Scenarios to run");
   app.add_option("--ranks", ranks_list, "Rank counts to run each scenario with");
@@ -51,8 +60,9 @@ int main(int argc, char** argv) {
           ++failures;
           continue;
         }
-        if (dump_step >= 0 && !res.truth.rank_data.empty() && !res.report.job.ranks.empty()) {
-          const auto& tr = res.truth.rank_data[0];
+        auto dump = [&](size_t dump_rank, int dump_step) {
+        if (dump_rank < res.truth.rank_data.size() && !res.report.job.ranks.empty()) {
+          const auto& tr = res.truth.rank_data[dump_rank];
           const auto* tstep = dump_step < static_cast<int>(tr.steps.size()) ? &tr.steps[static_cast<size_t>(dump_step)] : nullptr;
           if (tstep) {
             int64_t base = tstep->start_ns;
@@ -72,7 +82,9 @@ int main(int argc, char** argv) {
                   fmt::print("  span kind {} cmd {:x} {:8.3f} {:8.3f}\n", static_cast<int>(sp.kind), sp.cmd,
                              (static_cast<int64_t>(sp.start) - base) / 1e6, (static_cast<int64_t>(sp.end) - base) / 1e6);
             }
-            for (const auto& st : res.report.job.ranks[0].steps)
+            for (const auto& rr : res.report.job.ranks)
+              if (static_cast<int>(rr.pid) == tr.pid)
+            for (const auto& st : rr.steps)
               if (st.index == dump_step) {
                 fmt::print("  tracer step [{:.3f}, {:.3f}]:", (static_cast<int64_t>(st.start_ns) - base) / 1e6,
                            (static_cast<int64_t>(st.end_ns) - base) / 1e6);
@@ -80,6 +92,39 @@ int main(int argc, char** argv) {
                   fmt::print(" {}={:.2f}", steptrace::kCategoryNames[c], st.ns[c] / 1e6);
                 fmt::print("\n");
               }
+          }
+        }
+        };
+        if (dump_step >= 0) dump(dump_rank, dump_step);
+        if (per_step) {
+          for (const auto& tr : res.truth.rank_data) {
+            const steptrace::RankResult* rr = nullptr;
+            for (const auto& x : res.report.job.ranks)
+              if (static_cast<int>(x.pid) == tr.pid) rr = &x;
+            if (!rr) continue;
+            for (const auto& s : tr.steps) {
+              const steptrace::StepResult* best = nullptr;
+              int64_t best_ov = 0;
+              for (const auto& st : rr->steps) {
+                int64_t ov = std::min<int64_t>(static_cast<int64_t>(st.end_ns), s.end_ns) -
+                             std::max<int64_t>(static_cast<int64_t>(st.start_ns), s.start_ns);
+                if (ov > best_ov) best_ov = ov, best = &st;
+              }
+              if (!best) continue;
+              auto ts = trainsim::truth::shares(s);
+              double tdur = static_cast<double>(best->end_ns - best->start_ns);
+              fmt::print("  rank {} step {:2} {:7.2f}/{:7.2f} ms", tr.rank, s.index, s.duration_ns() / 1e6, tdur / 1e6);
+              for (size_t k = 0; k < steptrace::kCategories; ++k) {
+                double v = tdur > 0 ? static_cast<double>(best->ns[k]) / tdur : 0;
+                double t = ts[std::string(steptrace::kCategoryNames[k])];
+                if (std::fabs(v - t) > 0.03)
+                  fmt::print("  {} {:.1f}/{:.1f}", steptrace::kCategoryNames[k], 100 * t, 100 * v);
+              }
+              fmt::print("\n");
+              if (dump_bad > 0 && std::fabs(static_cast<double>(best->ns[0]) / tdur -
+                                            ts[std::string(steptrace::kCategoryNames[0])]) * 100 > dump_bad)
+                dump(static_cast<size_t>(tr.rank), s.index);
+            }
           }
         }
         double mean_err = 0;

@@ -66,6 +66,9 @@ struct RankCtx {
   std::set<uint32_t> loaders;  // tids that hand batches to the main thread
   std::vector<const ThreadTimeline*> loader_threads;
   std::vector<Anchor> anchors;
+  // Typical device time of one execution (last queue kick to completion),
+  // from the executions whose completion the poller saw at once; 0 unknown.
+  uint64_t typical_device_ns = 0;
 };
 
 // Execution anchors when no runtime probe fired: a burst of queue kicks
@@ -138,30 +141,67 @@ void split_data_wait(const RankCtx& r, uint64_t s, uint64_t e, uint64_t* io_ns, 
   }
 }
 
+// Inside execution [a, b): the end of the last queue kick (the device starts
+// then) and the poller's notice of completion (its first ioctl after the
+// kicks - the acknowledgement - or the return).
+std::pair<uint64_t, uint64_t> kick_end_and_notice(const ThreadTimeline& t, uint64_t a, uint64_t b) {
+  uint64_t last_kick_end = a, notice = b;
+  for (const auto& sp : t.spans)
+    if (sp.start >= a && sp.end <= b && is_kick(sp)) last_kick_end = std::max(last_kick_end, sp.end);
+  for (const auto& sp : t.spans)
+    if (sp.kind == SpanKind::ioctl && sp.start >= last_kick_end && sp.start < b) {
+      notice = sp.start;
+      break;
+    }
+  return {last_kick_end, notice};
+}
+
+// The device finished somewhere between the poller's last look that found
+// nothing (the end of its last slice on a CPU before the final wait for a
+// CPU) and its notice: each execution bounds its device time (kick end to
+// finish) from below and above. A steady job repeats the same executions,
+// so the bounds of many executions close in on one device time: between
+// the 90th percentile of the lower bounds and the 10th of the upper ones
+// (robust to a few odd executions). 0 (unknown) with fewer than 3.
+uint64_t estimate_device_ns(const ThreadTimeline& t, const std::vector<Anchor>& anchors) {
+  std::vector<uint64_t> lo, hi, mid;
+  for (const auto& an : anchors) {
+    auto [k, n] = kick_end_and_notice(t, an.start, an.end);
+    if (n <= k) continue;
+    uint64_t last_look = k;  // the poller was on CPU right after the kicks
+    for (const auto& g : t.segs) {
+      if (g.start >= n) break;
+      if (g.end <= k || g.state != ThreadState::running) continue;
+      if (g.end >= n) break;  // the slice in which it noticed
+      last_look = std::max(last_look, g.end);
+    }
+    lo.push_back(last_look - k);
+    hi.push_back(n - k);
+    mid.push_back((last_look - k + n - k) / 2);
+  }
+  if (lo.size() < 3) return 0;
+  std::sort(lo.begin(), lo.end());
+  std::sort(hi.begin(), hi.end());
+  uint64_t l = lo[lo.size() * 9 / 10], h = hi[hi.size() / 10];
+  return l <= h ? l + (h - l) / 2 : median(mid);
+}
+
 // Runnable-but-not-running time is CPU contention, except while the runtime
 // busy-polls for the device inside nrt_execute: there the device is working
 // anyway and the wait does not lengthen the step. Exceptions inside the
 // execution: waits inside its ioctls (submission and acknowledgement), and
 // the wait during which the device finished: the last runnable stretch
-// before the poller noticed completion (its first ioctl after the queue
-// kicks, or the return) - the step was then waiting for a CPU, not the device.
+// before the poller noticed completion - from the device's estimated
+// finish (kick end + typical device time) when known, else all of it.
 void paint_runnable(const ThreadTimeline& t, const StateSeg& g, const std::vector<std::pair<uint64_t, uint64_t>>& exec,
-                    std::vector<Paint>& paints) {
+                    uint64_t typical_device_ns, std::vector<Paint>& paints) {
   constexpr int kPrio = 10;
   for (const auto& [a, b] : exec) {
     if (g.end <= a || g.start >= b) continue;
     if (g.start < a) paints.push_back({g.start, a, kPrio, Category::cpu_contention});
     if (g.end > b) paints.push_back({b, g.end, kPrio, Category::cpu_contention});
     uint64_t is = std::max(g.start, a), ie = std::min(g.end, b);
-    // When did the poller notice completion?
-    uint64_t last_kick_end = a, notice = b;
-    for (const auto& sp : t.spans)
-      if (sp.start >= a && sp.end <= b && is_kick(sp)) last_kick_end = std::max(last_kick_end, sp.end);
-    for (const auto& sp : t.spans)
-      if (sp.kind == SpanKind::ioctl && sp.start >= last_kick_end && sp.start < b) {
-        notice = sp.start;
-        break;
-      }
+    auto [last_kick_end, notice] = kick_end_and_notice(t, a, b);
     bool completion_wait = false;
     if (is >= notice) {
       completion_wait = true;
@@ -177,7 +217,10 @@ void paint_runnable(const ThreadTimeline& t, const StateSeg& g, const std::vecto
       }
     }
     if (completion_wait) {
-      paints.push_back({is, ie, kPrio, Category::cpu_contention});
+      uint64_t from = is;
+      if (typical_device_ns && is < notice)
+        from = std::clamp(last_kick_end + typical_device_ns, is, std::min(ie, notice));
+      if (ie > from) paints.push_back({from, ie, kPrio, Category::cpu_contention});
     } else {
       for (const auto& sp : t.spans)
         if (sp.kind == SpanKind::ioctl && sp.start < ie && sp.end > is)
@@ -255,7 +298,7 @@ void attribute_step(RankCtx& r, StepResult& st) {
     if (g.start >= we) break;
     switch (g.state) {
       case ThreadState::running: paints.push_back({g.start, g.end, 2, Category::host_overhead}); break;
-      case ThreadState::runnable: paint_runnable(t, g, exec, paints); break;
+      case ThreadState::runnable: paint_runnable(t, g, exec, r.typical_device_ns, paints); break;
       case ThreadState::sleeping:
       case ThreadState::disk_wait:
         if (r.loaders.count(g.waker_tid)) {
@@ -465,6 +508,7 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
   for (size_t i = 0; i < ranks.size(); ++i) ranks[i].res.rank = static_cast<int>(i);
 
   for (auto& r : ranks) {
+    r.typical_device_ns = estimate_device_ns(*r.main, r.anchors);
     build_steps(r);
     for (auto& st : r.res.steps) attribute_step(r, st);
   }
