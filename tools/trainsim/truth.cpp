@@ -123,6 +123,8 @@ std::string to_json(const Truth &t, int indent)
 			js["gating"] = s.gating;
 			js["device_compute_ns"] = s.device_compute_ns;
 			js["device_collective_ns"] = s.device_collective_ns;
+			js["device_compute_actual_ns"] = s.device_compute_actual_ns;
+			js["device_collective_actual_ns"] = s.device_collective_actual_ns;
 			js["breakdown"] = s.breakdown;
 			json phases = json::array();
 			for (const auto &p : s.phases)
@@ -172,6 +174,8 @@ std::optional<Truth> from_json(const std::string &text, std::string *err)
 				s.end_ns = js.at("end_ns").get<int64_t>();
 				s.device_compute_ns = js.at("device_compute_ns").get<int64_t>();
 				s.device_collective_ns = js.at("device_collective_ns").get<int64_t>();
+				s.device_compute_actual_ns = js.value("device_compute_actual_ns", int64_t{0});
+				s.device_collective_actual_ns = js.value("device_collective_actual_ns", int64_t{0});
 				for (const auto &jp : js.at("phases")) {
 					Phase p;
 					p.name = jp.at("name").get<std::string>();

@@ -42,6 +42,11 @@ struct Step {
 	std::vector<Phase> phases; // in time order, non-overlapping
 	int64_t device_compute_ns = 0;    // planned device compute of the execution
 	int64_t device_collective_ns = 0; // planned device collective transfer
+	// What the device did, by its own timestamps (engine start -> compute end
+	// -> collective done): what a datastore reports. The engine may start
+	// late or overshoot the plan on a busy host.
+	int64_t device_compute_actual_ns = 0;
+	int64_t device_collective_actual_ns = 0;
 	// Derived by compute_breakdown(): ns per category (sums to the step
 	// duration) and the largest one.
 	std::map<std::string, int64_t> breakdown;

@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <optional>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -40,7 +41,10 @@ void DeviceSignals::try_attach(uint64_t now, uint32_t pid) {
   Pending& p = it->second;
   if (now < p.next_ns) return;
   if (now - p.first_ns > d_.cfg.attach_give_up_ns) return;
-  p.next_ns = now + d_.cfg.attach_retry_ns;
+  // A rank acquires its datastore in nrt_init, right before its first
+  // executions, and each sample must see one execution: retry quickly at
+  // first (every 10 ms), then back off to attach_retry_ns.
+  p.next_ns = now + std::clamp<uint64_t>((now - p.first_ns) / 10, 10'000'000, d_.cfg.attach_retry_ns);
   for (const auto& [idx, path] : d_.devices) {
     NdsView v;
     int err_no = 0;
@@ -90,13 +94,27 @@ void DeviceSignals::tick(uint64_t now, const std::vector<uint32_t>& pids) {
   if (!d_.cfg.enabled) return;
   // The job may create its devices and adapters after the session started
   // (a simulator mounts them; a driver loads): look again now and then.
-  if ((d_.devices.empty() || d_.efa_ports.empty()) && now >= next_scan_) {
-    next_scan_ = now + 200'000'000;
+  bool efa_settling = d_.efa_ports.empty() || (first_scan_ && now - first_scan_ < 5'000'000'000ull) ||
+                      std::any_of(d_.efa_ports.begin(), d_.efa_ports.end(), [](const EfaPort& p) { return p.rate_gbit <= 0; });
+  if ((d_.devices.empty() || efa_settling) && now >= next_scan_) {
+    // Quickly while the job starts (its first steps need the datastore),
+    // then every 200 ms.
+    if (first_scan_ == 0) first_scan_ = now;
+    next_scan_ = now + (now - first_scan_ < 5'000'000'000ull ? 20'000'000 : 200'000'000);
     if (d_.devices.empty()) {
       d_.devices = find_neuron_devices(d_.cfg.dev_root);
       if (!d_.devices.empty() && problem_rank_ == 0) d_.nds_problem.clear();
     }
-    if (d_.efa_ports.empty()) d_.efa_ports = find_efa_ports(d_.cfg.sysfs_root);
+    // Adapters appear one by one as ranks start (and a rate file may not be
+    // written yet): merge, keeping each known port's position (samples
+    // refer to it).
+    if (efa_settling)
+      for (auto& found : find_efa_ports(d_.cfg.sysfs_root)) {
+        auto it = std::find_if(d_.efa_ports.begin(), d_.efa_ports.end(),
+                               [&](const EfaPort& p) { return p.index == found.index; });
+        if (it == d_.efa_ports.end()) d_.efa_ports.push_back(std::move(found));
+        else if (it->rate_gbit <= 0) it->rate_gbit = found.rate_gbit;
+      }
   }
   if (!d_.devices.empty())
     for (uint32_t pid : pids)
@@ -238,6 +256,14 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
   }
   bool split = false;
   std::vector<double> compute_ms, cc_ms, device_ms, ratios, tx_mib;
+  // Window totals per path (host messages, device RDMA, any traffic): bytes
+  // and collective time. A counter update that lands just after a step
+  // boundary moves bytes between neighbouring steps but not out of the
+  // window, so the window's rate is what the network-bound test uses.
+  struct PathTotal {
+    double bytes = 0, seconds = 0;
+  };
+  PathTotal host_path, device_path, any_path;
   double link_gbit = 0;
   uint64_t proxy_runq = 0;
   int proxy_steps = 0;
@@ -266,6 +292,35 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
           best = c;
           nc = n;
         }
+      // Which execution a one-execution sample describes. The runtime
+      // writes the record after it sees completion and before nrt_execute
+      // returns (the acknowledgement in between can take milliseconds), so
+      // it is an execution that started before the sample and had not
+      // returned before the previous one. Where exactly one execution
+      // qualifies, (execution count - its index) gives the offset between
+      // the datastore's count and our executions; with that, every sample
+      // maps by its count, so a lost or late sample shifts nothing.
+      constexpr uint64_t kSlack = 2'000'000;
+      auto candidates = [&](const NdsSample& s, size_t* first) {
+        int n = 0;
+        for (size_t i = 0; i < anchors.size(); ++i) {
+          if (anchors[i].first >= s.seen_ns) break;
+          if (anchors[i].second + kSlack <= s.prev_ns) continue;
+          if (n++ == 0) *first = i;
+        }
+        return n;
+      };
+      std::map<int64_t, int> offset_votes;
+      for (const auto& s : d->nds) {
+        if (s.pid != r.pid || s.nc != nc || s.delta != 1) continue;
+        size_t i = 0;
+        if (candidates(s, &i) == 1)
+          ++offset_votes[static_cast<int64_t>(s.snap.inference_count) - static_cast<int64_t>(i)];
+      }
+      std::optional<int64_t> offset;
+      int votes = 0;
+      for (const auto& [o, v] : offset_votes)
+        if (v > votes) votes = v, offset = o;
       uint64_t prev_errors = 0;
       bool have_prev = false;
       for (const auto& s : d->nds) {
@@ -275,15 +330,21 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
         prev_errors = errs;
         have_prev = true;
         if (s.delta != 1) continue;  // two executions between samples: last-value words hold only one
-        constexpr uint64_t kSlack = 2'000'000;
         StepResult* st = nullptr;
-        uint64_t best_gap = UINT64_MAX;
-        for (const auto& [a, b] : anchors) {
-          if (b + kSlack <= s.prev_ns || b > s.seen_ns + kSlack) continue;
-          uint64_t gap = b > s.seen_ns ? b - s.seen_ns : s.seen_ns - b;
-          if (gap < best_gap) {
-            best_gap = gap;
-            st = step_at(a);
+        if (offset) {
+          int64_t i = static_cast<int64_t>(s.snap.inference_count) - *offset;
+          if (i >= 0 && i < static_cast<int64_t>(anchors.size())) st = step_at(anchors[static_cast<size_t>(i)].first);
+        } else {
+          // No unambiguous sample: the earliest qualifying execution whose
+          // step has no record yet.
+          for (const auto& [a, b] : anchors) {
+            if (a >= s.seen_ns) break;
+            if (b + kSlack <= s.prev_ns) continue;
+            StepResult* cand = step_at(a);
+            if (cand && !cand->dev.nds) {
+              st = cand;
+              break;
+            }
           }
         }
         if (anchors.empty() && s.prev_ns) st = step_at(s.prev_ns + (s.seen_ns - s.prev_ns) / 2);
@@ -337,13 +398,18 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
         uint64_t coll = st.ns[static_cast<size_t>(Category::collective)];
         uint64_t dev_cc = st.dev.nds ? std::min(st.dev.cc_ns, coll) : 0;
         uint64_t host_cc = coll - dev_cc;
-        auto consider = [&](uint64_t bytes, uint64_t ns) {
+        const bool counted = st.index >= skip;
+        auto consider = [&](uint64_t bytes, uint64_t ns, PathTotal& total) {
           if (bytes == 0 || ns < 500'000 || link_Bps <= 0) return;
           best_ratio = std::max(best_ratio, static_cast<double>(bytes) / (static_cast<double>(ns) / 1e9) / link_Bps);
+          if (counted) {
+            total.bytes += static_cast<double>(bytes) / link_Bps;  // in link-seconds
+            total.seconds += static_cast<double>(ns) / 1e9;
+          }
         };
-        consider(st.dev.efa_send_bytes, host_cc);
-        if (st.dev.nds) consider(st.dev.efa_rdma_write_bytes, dev_cc);
-        if (st.dev.efa_send_bytes == 0 && st.dev.efa_rdma_write_bytes == 0) consider(st.dev.efa_tx_bytes, coll);
+        consider(st.dev.efa_send_bytes, host_cc, host_path);
+        if (st.dev.nds) consider(st.dev.efa_rdma_write_bytes, dev_cc, device_path);
+        if (st.dev.efa_send_bytes == 0 && st.dev.efa_rdma_write_bytes == 0) consider(st.dev.efa_tx_bytes, coll, any_path);
         st.dev.net_ratio = best_ratio;
         if (st.index >= skip) {
           if (best_ratio >= 0) ratios.push_back(best_ratio);
@@ -415,7 +481,10 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
   // Medians decide: one stalled collective must not flip the whole window.
   if (!compute_ms.empty()) S.execution_bound = median(cc_ms) > median(compute_ms) ? "collective" : "compute";
   S.link_gbit = link_gbit;
-  S.net_ratio = median(ratios);
+  S.net_ratio = -1;
+  for (const PathTotal* p : {&host_path, &device_path, &any_path})
+    if (p->seconds > 0) S.net_ratio = std::max(S.net_ratio, p->bytes / p->seconds);
+  if (S.net_ratio < 0 && !ratios.empty()) S.net_ratio = median(ratios);
   S.achieved_gbit = S.net_ratio >= 0 ? S.net_ratio * link_gbit : 0;
   S.network_bound = S.net_ratio >= 0.7;
   S.efa_mib_per_step = mean(tx_mib);

@@ -74,6 +74,7 @@ class DeviceSignals {
     std::map<int, uint64_t> last_seq;  // nc -> inference count
     uint64_t last_ns = 0;
   };
+  uint64_t first_scan_ = 0;
   struct Pending {
     uint64_t first_ns = 0, next_ns = 0;
   };

@@ -47,8 +47,8 @@ struct DeviceSignalsSummary {
   std::string execution_bound = "unknown";  // "compute", "collective" or "unknown"
   // EFA network-bound collective test.
   double link_gbit = 0;          // per adapter
-  double achieved_gbit = 0;      // median per step on the busiest path
-  double net_ratio = -1;         // median achieved / link
+  double achieved_gbit = 0;      // over the window (counted steps) on the busiest path
+  double net_ratio = -1;         // window bytes / collective time / link rate
   bool network_bound = false;
   double efa_mib_per_step = 0;
   // Neuron sysfs: status counters that moved in the window (name -> delta).

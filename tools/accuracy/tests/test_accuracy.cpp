@@ -85,12 +85,10 @@ TEST_CASE("accuracy: host-bound", "[root][accuracy]") {
 TEST_CASE("accuracy: contention", "[root][accuracy]") {
   auto res = run("contention");
   CHECK(res.truth_gating == "cpu_contention");
-  // Known gap: inside nrt_execute the kernel cannot see when the device
-  // finished, so a poller's run-queue wait is split by a heuristic (the wait
-  // that spans completion is contention). Measured 5-8 pp on device_execute
-  // and cpu_contention on a quiet 2-vCPU VM; within 10 pp is asserted until
-  // device counters (NDS) give the completion time.
-  check_common(res, 10.0);
+  // Inside nrt_execute the kernel cannot see when the device finished: the
+  // finish inside a long wait for a CPU is estimated from the bounds that
+  // all executions give (job_analysis.cpp, estimate_device_ns).
+  check_common(res);
 }
 
 TEST_CASE("accuracy: more ranks and fewer loaders still give exact steps", "[root][accuracy]") {

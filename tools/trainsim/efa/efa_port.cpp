@@ -147,7 +147,10 @@ void Port::add_rdma_write(uint64_t tx, uint64_t rx)
 	rdma_write_bytes_ += tx;
 	rdma_write_recv_bytes_ += rx;
 	rdma_write_wrs_ += tx ? 1 : 0;
-	changed();
+	// The caller is the runtime's proxy thread, which is off the step's
+	// critical path, and a flusher running inside every device collective
+	// would look like a second proxy: write here.
+	write_all(dir_, snapshot());
 }
 
 } // namespace trainsim::efa

@@ -15,10 +15,11 @@
 
 namespace trainsim::efa {
 
-// Counters are written to their files by a flusher thread: real adapters
-// count in hardware, so the thread that moves the bytes must not pay for the
-// bookkeeping (the ground truth would otherwise charge file writes to the
-// collective).
+// Host-message counters are written to their files by a flusher thread:
+// real adapters count in hardware, so the training thread that moves the
+// bytes must not pay for the bookkeeping (the ground truth would otherwise
+// charge file writes to the collective). RDMA counters are written by the
+// caller, the runtime's proxy thread.
 class Port {
 public:
 	Port() = default;

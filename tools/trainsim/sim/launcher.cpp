@@ -323,6 +323,12 @@ int run_launcher(const Knobs &k_in)
 	}
 	if (k.efa_gbit <= 0)
 		k.efa_gbit = k.net_mbit > 0 ? k.net_mbit / 1000.0 : 100.0;
+	// The device collective leaves through the same adapter: it cannot go
+	// faster than the port rate the fake sysfs advertises.
+	if (k.link_gbps > k.efa_gbit) {
+		fprintf(stderr, "trainsim: --link-gbps %g capped to the EFA port rate %g\n", k.link_gbps, k.efa_gbit);
+		k.link_gbps = k.efa_gbit;
+	}
 	int rc = 1;
 	DeviceDaemon daemon;
 	pid_t noise = -1;

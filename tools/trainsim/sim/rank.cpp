@@ -235,6 +235,10 @@ int run(const RankContext &ctx)
 		add_exec_phases(st, info, rd_exec);
 		st.device_compute_ns = static_cast<int64_t>(info.planned_compute_ns);
 		st.device_collective_ns = static_cast<int64_t>(info.planned_cc_xfer_ns);
+		if (info.t_compute_end_ns >= info.t_dev_start_ns && info.t_done_ns >= info.t_compute_end_ns) {
+			st.device_compute_actual_ns = static_cast<int64_t>(info.t_compute_end_ns - info.t_dev_start_ns);
+			st.device_collective_actual_ns = static_cast<int64_t>(info.t_done_ns - info.t_compute_end_ns);
+		}
 
 		// 4. Read the loss back (loss.item()).
 		t = now_ns();
