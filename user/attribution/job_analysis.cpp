@@ -288,7 +288,10 @@ void attribute_step(RankCtx& r, StepResult& st) {
         cs = g.start;
     }
     paints.push_back({cs, ce, 4, Category::collective});
-    if (st.arrival_ns == 0) st.arrival_ns = cs;
+    if (st.arrival_ns == 0) {
+      st.arrival_ns = cs;
+      st.host_collective = true;
+    }
     i = j;
   }
 
@@ -436,8 +439,34 @@ void cross_rank(std::vector<RankCtx>& ranks, int skip) {
       auto& st = r.res.steps[k];
       st.late_ns = st.arrival_ns > first ? st.arrival_ns - first : 0;
     }
-    if (static_cast<int>(k) >= skip && last - first > std::max<uint64_t>(1'000'000ull, typical / 20))
-      ++ranks[last_rank].res.straggler_steps;
+    // A late rank only holds the others back where a collective couples
+    // them: a host collective in this step on every rank, or executions
+    // that all end together (a device collective). Uncoupled ranks drift
+    // apart freely; naming one of them a straggler would mislead.
+    const uint64_t tolerance = std::max<uint64_t>(1'000'000ull, typical / 20);
+    bool coupled = true;
+    for (const auto& r : ranks) coupled = coupled && r.res.steps[k].host_collective;
+    if (!coupled) {
+      uint64_t min_end = kInf, max_end = 0;
+      bool all = true;
+      for (const auto& r : ranks) {
+        const auto& st = r.res.steps[k];
+        const Anchor* an = nullptr;
+        for (const auto& a : r.anchors)
+          if (a.start >= st.start_ns && a.start < st.end_ns) {
+            an = &a;
+            break;
+          }
+        if (!an) {
+          all = false;
+          break;
+        }
+        min_end = std::min(min_end, an->end);
+        max_end = std::max(max_end, an->end);
+      }
+      coupled = all && max_end - min_end <= tolerance;
+    }
+    if (coupled && static_cast<int>(k) >= skip && last - first > tolerance) ++ranks[last_rank].res.straggler_steps;
   }
 }
 

@@ -27,6 +27,7 @@ struct StepResult {
   uint64_t data_storage_ns = 0;     // data_loading while loaders waited on storage
   uint64_t data_preprocess_ns = 0;  // data_loading while loaders computed
   uint64_t arrival_ns = 0;          // arrival at the collective (cross-rank skew)
+  bool host_collective = false;     // arrival_ns is the start of a send/recv collective
   uint64_t late_ns = 0;             // arrival - earliest arrival of any rank
   uint64_t copy_bytes = 0;
   uint32_t copies = 0;

@@ -42,6 +42,13 @@ void check_common(const ScenarioResult& res, double share_pp = 5.0) {
   CHECK_FALSE(res.report.incomplete());
 }
 
+// Scenarios without any collective: the ranks are not coupled, so no rank
+// can hold the others back and none may be named a straggler.
+void check_no_straggler(const ScenarioResult& res) {
+  CHECK(res.truth_straggler == -1);
+  CHECK(res.report.job.verdict.straggler_rank == -1);
+}
+
 }  // namespace
 
 TEST_CASE("accuracy: compute-bound", "[root][accuracy]") {
@@ -52,12 +59,14 @@ TEST_CASE("accuracy: compute-bound", "[root][accuracy]") {
 
 TEST_CASE("accuracy: data-bound", "[root][accuracy]") {
   auto res = run("data-bound");
+  check_no_straggler(res);
   CHECK(res.truth_gating == "data_loading");
   check_common(res);
 }
 
 TEST_CASE("accuracy: dma-bound", "[root][accuracy]") {
   auto res = run("dma-bound");
+  check_no_straggler(res);
   CHECK(res.truth_gating == "dma_submission");
   check_common(res);
 }
@@ -78,6 +87,7 @@ TEST_CASE("accuracy: straggler is named, with its cause", "[root][accuracy]") {
 
 TEST_CASE("accuracy: host-bound", "[root][accuracy]") {
   auto res = run("host-bound");
+  check_no_straggler(res);
   CHECK(res.truth_gating == "host_overhead");
   check_common(res);
 }
