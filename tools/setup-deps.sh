@@ -11,6 +11,8 @@ pkgs=(build-essential cmake ninja-build pkg-config clang llvm libbpf-dev bpftool
       libcpp-httplib-dev libtoml11-dev prometheus)
 # report-output tests: JSON Schema validator, headless Chromium (HTML), tmux (top), libFuzzer runtime
 pkgs+=(python3-jsonschema chromium tmux libclang-rt-dev)
+# automatic steps on a CPU-only PyTorch DDP job (gloo, DataLoader workers)
+pkgs+=(python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

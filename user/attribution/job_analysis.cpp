@@ -2,6 +2,7 @@
 #include "attribution/job_analysis.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -18,6 +19,7 @@ const char* step_source_name(StepSource s) {
     case StepSource::runtime_probes: return "runtime probes (nrt_execute)";
     case StepSource::marker: return "step marker (steptrace_step)";
     case StepSource::automatic: return "automatic (accelerator queue kicks)";
+    case StepSource::automatic_host: return "automatic (collective traffic period)";
     default: return "none";
   }
 }
@@ -66,6 +68,10 @@ struct RankCtx {
   std::set<uint32_t> loaders;  // tids that hand batches to the main thread
   std::vector<const ThreadTimeline*> loader_threads;
   std::vector<Anchor> anchors;
+  // No accelerator (a CPU-only job): the anchors are the collective's
+  // traffic bursts, one per step, not executions.
+  bool host_only = false;
+  std::set<uint32_t> comm_threads;  // threads of the rank that move the collective's bytes
   // Typical device time of one execution (last queue kick to completion),
   // from the executions whose completion the poller saw at once; 0 unknown.
   uint64_t typical_device_ns = 0;
@@ -121,6 +127,18 @@ uint64_t find_boundary(const RankCtx& r, uint64_t lo, uint64_t hi) {
     if (is_blocked(g.state) && r.loaders.count(g.waker_tid)) return g.start;
   }
   return c1;
+}
+
+// Without executions (host_only): step k begins after the previous step's
+// collective, at the first wait for a batch from a loader, or right after
+// that collective when the batch was ready.
+uint64_t find_host_boundary(const RankCtx& r, uint64_t lo, uint64_t hi) {
+  for (const auto& g : r.main->segs) {
+    if (g.start < lo) continue;
+    if (g.start >= hi) break;
+    if (is_blocked(g.state) && r.loaders.count(g.waker_tid)) return g.start;
+  }
+  return lo;
 }
 
 // Loaders' share of time on storage vs CPU during [s, e).
@@ -236,8 +254,9 @@ void attribute_step(RankCtx& r, StepResult& st) {
   const uint64_t ws = st.start_ns, we = st.end_ns;
   std::vector<Paint> paints;
   std::vector<std::pair<uint64_t, uint64_t>> exec;
-  for (const auto& a : r.anchors)
-    if (a.end > ws && a.start < we) exec.emplace_back(a.start, a.end);
+  if (!r.host_only)
+    for (const auto& a : r.anchors)
+      if (a.end > ws && a.start < we) exec.emplace_back(a.start, a.end);
   for (const auto& [a, b] : exec) paints.push_back({a, b, 8, Category::device_execute});
 
   // Host collective: clusters of send/recv calls not separated by device work.
@@ -307,6 +326,13 @@ void attribute_step(RankCtx& r, StepResult& st) {
         if (r.loaders.count(g.waker_tid)) {
           paints.push_back({g.start, g.end, 3, Category::data_loading});
           data_waits.emplace_back(std::max(g.start, ws), std::min(g.end, we));
+        } else if (r.comm_threads.count(g.waker_tid)) {
+          // Woken by the thread that moves the collective's bytes: waiting for it.
+          paints.push_back({g.start, g.end, 3, Category::collective});
+          if (st.arrival_ns == 0) {
+            st.arrival_ns = g.start;
+            st.host_collective = true;
+          }
         } else {
           paints.push_back({g.start, g.end, 1, Category::other});
         }
@@ -329,6 +355,144 @@ void attribute_step(RankCtx& r, StepResult& st) {
   if (st.arrival_ns == 0 && !exec.empty()) st.arrival_ns = exec.front().first;
 }
 
+// Where quiet gaps between a step's collectives end and gaps between steps
+// begin: Otsu's threshold on the logarithm of the gaps (the two populations
+// differ by a factor, not an offset). 0 when there are not two clearly
+// separate populations (class means less than 3x apart).
+uint64_t step_gap_threshold(const std::vector<uint64_t>& gaps) {
+  std::vector<double> lg;
+  for (uint64_t g : gaps)
+    if (g > 0) lg.push_back(std::log(static_cast<double>(g)));
+  if (lg.size() < 4) return 0;
+  std::sort(lg.begin(), lg.end());
+  double total = 0;
+  for (double v : lg) total += v;
+  double best = -1, cut = 0, left = 0, lo_mean = 0, hi_mean = 0;
+  const double n = static_cast<double>(lg.size());
+  for (size_t i = 1; i < lg.size(); ++i) {
+    left += lg[i - 1];
+    double w0 = static_cast<double>(i) / n, w1 = 1 - w0;
+    double m0 = left / static_cast<double>(i), m1 = (total - left) / (n - static_cast<double>(i));
+    double between = w0 * w1 * (m0 - m1) * (m0 - m1);
+    if (between > best && lg[i] > lg[i - 1]) {
+      best = between;
+      cut = (lg[i - 1] + lg[i]) / 2;
+      lo_mean = m0;
+      hi_mean = m1;
+    }
+  }
+  if (best < 0 || hi_mean - lo_mean < std::log(3.0)) return 0;
+  return static_cast<uint64_t>(std::exp(cut));
+}
+
+// A CPU-only job (no accelerator, no marker) - for example PyTorch DDP over
+// gloo: once per step the gradients are all-reduced over TCP by the process's
+// communication threads, in a few bursts (buckets, ring phases waiting for
+// the peer). Calls less than 2 ms apart form a burst; the gaps between
+// bursts fall into two populations, inside a step and between steps, split
+// by step_gap_threshold. Setup traffic (rendezvous store, the parameter
+// broadcast) happens before the first batch is requested, so traffic before
+// the main thread first waits for a loader is left out (when it has
+// loaders); step bursts far smaller than the typical one (store
+// keep-alives, the final barrier) too.
+std::vector<Anchor> collective_bursts(const TimelineStore& tl, uint32_t pid, const RankCtx& r) {
+  uint64_t first_batch = 0;  // the first wait woken by a loader process
+  for (const auto& g : r.main->segs)
+    if (is_blocked(g.state) && g.waker_pid != pid && r.loaders.count(g.waker_tid)) {
+      first_batch = g.start;
+      break;
+    }
+  std::vector<const Span*> spans;
+  for (const auto& [tid, t] : tl.threads()) {
+    if (t.pid != pid) continue;
+    for (const auto& s : t.spans)
+      if (is_net(s) && s.start >= first_batch) spans.push_back(&s);
+  }
+  if (spans.size() < 8) return {};
+  std::sort(spans.begin(), spans.end(), [](const Span* a, const Span* b) { return a->start < b->start; });
+  auto group = [&](uint64_t split, std::vector<uint64_t>* bytes) {
+    std::vector<Anchor> out;
+    Anchor cur{spans.front()->start, spans.front()->end};
+    uint64_t cur_bytes = 0;
+    for (const Span* sp : spans) {
+      if (sp->start > cur.end + split) {
+        out.push_back(cur);
+        bytes->push_back(cur_bytes);
+        cur = {sp->start, sp->end};
+        cur_bytes = 0;
+      }
+      cur.end = std::max(cur.end, sp->end);
+      cur_bytes += sp->bytes;
+    }
+    out.push_back(cur);
+    bytes->push_back(cur_bytes);
+    return out;
+  };
+  std::vector<uint64_t> fine_bytes;
+  auto fine = group(2'000'000, &fine_bytes);
+  std::vector<uint64_t> gaps;
+  for (size_t i = 1; i < fine.size(); ++i) gaps.push_back(fine[i].start - fine[i - 1].end);
+  uint64_t split = std::max<uint64_t>(2'000'000, step_gap_threshold(gaps));
+  std::vector<uint64_t> bytes;
+  auto bursts = group(split, &bytes);
+  uint64_t typical = median(bytes);
+  std::vector<Anchor> out;
+  for (size_t i = 0; i < bursts.size(); ++i)
+    if (bytes[i] * 4 >= typical) out.push_back(bursts[i]);
+  return out;
+}
+
+// Loader workers: child processes of the rank and the rank's other threads
+// (except those that move the collective's bytes).
+void add_loaders(const TimelineStore& tl, RankCtx& r) {
+  const uint32_t pid = r.res.pid;
+  for (const auto& [tid, t] : tl.threads()) {
+    bool child = tl.parent_of(t.pid) == pid;
+    if ((t.pid == pid && tid != r.main->tid && !r.comm_threads.count(tid)) || child) {
+      r.loaders.insert(tid);
+      r.loader_threads.push_back(&t);
+      r.res.loader_tids.push_back(tid);
+      if (child && std::find(r.res.loader_pids.begin(), r.res.loader_pids.end(), t.pid) == r.res.loader_pids.end())
+        r.res.loader_pids.push_back(t.pid);
+    }
+  }
+}
+
+// Ranks of a job with no accelerator and no marker: processes whose threads
+// carry periodic collective traffic (not children of another such process:
+// those would be its workers). The main thread is the process's first thread.
+std::vector<RankCtx> host_only_ranks(const TimelineStore& tl, const ThreadTable& threads) {
+  std::map<uint32_t, int> net_calls;
+  for (const auto& [tid, t] : tl.threads())
+    for (const auto& s : t.spans) net_calls[t.pid] += is_net(s);
+  std::vector<RankCtx> out;
+  for (const auto& [pid, n] : net_calls) {
+    if (n < 8) continue;
+    uint32_t parent = tl.parent_of(pid);
+    if (parent && net_calls.count(parent) && net_calls[parent] >= 8) continue;
+    const ThreadTimeline* main = tl.find(pid);
+    if (!main || main->pid != pid) continue;
+    RankCtx r;
+    r.main = main;
+    r.host_only = true;
+    r.res.pid = pid;
+    r.res.main_tid = pid;
+    if (const auto* ti = threads.find(pid)) r.res.comm = ti->comm;
+    for (const auto& [tid, t] : tl.threads()) {
+      if (t.pid != pid || tid == pid) continue;
+      int calls = 0;
+      for (const auto& s : t.spans) calls += is_net(s);
+      if (calls >= 2) r.comm_threads.insert(tid);
+    }
+    add_loaders(tl, r);
+    r.anchors = collective_bursts(tl, pid, r);
+    if (r.anchors.size() < 2) continue;
+    r.res.source = StepSource::automatic_host;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 void build_steps(RankCtx& r) {
   const auto& t = *r.main;
   std::vector<uint64_t> bounds;
@@ -345,9 +509,13 @@ void build_steps(RankCtx& r) {
     for (size_t k = 1; k < A.size(); ++k) periods.push_back(A[k].start - A[k - 1].start);
     uint64_t period = median(periods);
     for (size_t k = 0; k < A.size(); ++k) {
-      uint64_t lo = k ? A[k - 1].end : (period && A[0].start > 2 * period ? A[0].start - 2 * period : 0);
+      // Step 0 of a CPU-only job begins at its first wait for a batch (the
+      // loaders' start-up): there is no execution to bound it.
+      uint64_t lo = k                 ? A[k - 1].end
+                    : r.host_only     ? 0
+                    : (period && A[0].start > 2 * period ? A[0].start - 2 * period : 0);
       lo = std::max(lo, thread_start);
-      bounds.push_back(find_boundary(r, lo, A[k].start));
+      bounds.push_back(r.host_only ? find_host_boundary(r, lo, A[k].start) : find_boundary(r, lo, A[k].start));
     }
   }
   if (bounds.empty()) return;
@@ -520,19 +688,10 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
     } else {
       continue;  // used the device, but not in steps (setup tools, monitors)
     }
-    // Loader workers: child processes of the rank and the rank's other threads.
-    for (const auto& [tid, t] : tl.threads()) {
-      bool child = tl.parent_of(t.pid) == pid;
-      if ((t.pid == pid && tid != main->tid) || child) {
-        r.loaders.insert(tid);
-        r.loader_threads.push_back(&t);
-        r.res.loader_tids.push_back(tid);
-        if (child && std::find(r.res.loader_pids.begin(), r.res.loader_pids.end(), t.pid) == r.res.loader_pids.end())
-          r.res.loader_pids.push_back(t.pid);
-      }
-    }
+    add_loaders(tl, r);
     ranks.push_back(std::move(r));
   }
+  if (ranks.empty()) ranks = host_only_ranks(tl, threads);
   std::sort(ranks.begin(), ranks.end(), [](const RankCtx& a, const RankCtx& b) { return a.res.pid < b.res.pid; });
   for (size_t i = 0; i < ranks.size(); ++i) ranks[i].res.rank = static_cast<int>(i);
 

@@ -17,7 +17,7 @@
 
 namespace steptrace {
 
-enum class StepSource { runtime_probes, marker, automatic, none };
+enum class StepSource { runtime_probes, marker, automatic, automatic_host, none };
 const char* step_source_name(StepSource s);
 
 struct StepResult {

@@ -147,11 +147,26 @@ Verdict decide_verdict(const JobAnalysis& job, const TimelineStore& tl, const Dr
       v.headline = fmt::format("unexplained time dominates: {:.0f}% of each step is not attributed",
                                share(Category::other));
   }
+  // A CPU-only job (no accelerator anywhere): same categories, but nothing
+  // to gate; say what the step's time is, and call host work what it is.
+  bool cpu_only = std::all_of(job.ranks.begin(), job.ranks.end(),
+                              [](const RankResult& r) { return r.source == StepSource::automatic_host; });
+  if (cpu_only) {
+    auto replace = [&](std::string_view from, std::string_view to) {
+      if (auto at = v.headline.find(from); at != std::string::npos) v.headline.replace(at, from.size(), to);
+    };
+    replace("gates the accelerator", "dominates the step");
+    replace(" on the CPU between device calls", " on the CPU (forward, backward, optimizer)");
+    v.headline = "CPU-only job (no accelerator seen): " + v.headline;
+  }
   if (v.straggler_rank >= 0 && v.category == Category::collective) {
     v.headline += fmt::format("; rank {} arrives {:.1f} ms late ({})", v.straggler_rank, ms(v.straggler_late_ns),
                               category_name(v.straggler_cause));
   }
   v.recommendation = recommendation_for(v.category);
+  if (cpu_only && v.category == Category::host_overhead)
+    v.recommendation = "profile the training loop on the CPU (forward, backward, optimizer; perf or py-spy): "
+                       "with no accelerator, host compute is the step";
 
   // Evidence: numbers an SRE can check.
   v.evidence.push_back(fmt::format("{} rank(s), steps from {}; mean step {:.1f} ms over {} counted steps",
