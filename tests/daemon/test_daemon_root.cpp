@@ -311,3 +311,51 @@ TEST_CASE("daemon: an event storm is held under the CPU budget and the degradati
   CHECK(d.proc.running());
   std::system(("rm -rf '" + devdir + "'").c_str());
 }
+
+TEST_CASE("daemon: SIGHUP reloads the config file, and a step far over p99 dumps the flight recorder",
+          "[root][daemon]") {
+  require_root();
+  std::string devdir = make_tmpdir("hup-dev");
+  std::string dev = devdir + "/accel0";
+  std::ofstream(dev) << "x";
+  DaemonRun d("hup", {"--window", "1", "--scan-ms", "100", "--accel-dev", dev, "--auto-dump-factor", "3"});
+  const std::string cfg = d.dir + "/empty.toml";
+
+  // Reload: a new CPU budget from the file takes effect without a restart.
+  std::ofstream(cfg) << "max_cpu_percent = 37\n";
+  REQUIRE(::kill(d.proc.pid(), SIGHUP) == 0);
+  auto until = [&](auto pred) {
+    auto end = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < end) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  };
+  CHECK(until([&] { return d.metric("steptrace_config_reloads_total", {"result=\"ok\""}) == 1; }));
+  CHECK(d.metric("steptrace_cpu_budget_percent") == Approx(37));
+  // A broken file is refused: counted, logged, the running config kept.
+  std::ofstream(cfg) << "max_cpu_percent = \"lots\"\n";
+  REQUIRE(::kill(d.proc.pid(), SIGHUP) == 0);
+  CHECK(until([&] { return d.metric("steptrace_config_reloads_total", {"result=\"error\""}) == 1; }));
+  CHECK(d.metric("steptrace_cpu_budget_percent") == Approx(37));
+  CHECK(d.proc.running());
+
+  // Auto dump: 200 steps of ~15 ms with step 150 taking 400 ms more, in a
+  // job that holds the accelerator file open (so discovery picks it up).
+  Proc job({"/bin/sh", "-c", "exec 3<'" + dev + "'; exec " + std::string(MARKER_DEMO) + " 200 10 5 150 400"},
+           d.dir + "/job.log");
+  CHECK(job.wait(60) == 0);
+  CHECK(until([&] { return d.metric("steptrace_dumps_total", {"reason=\"slow_step\""}) >= 1; }));
+  INFO(read_file(d.log).substr(0, 4000));
+  int captures = 0;
+  for (const auto& e : fs::directory_iterator(d.dir + "/dumps")) {
+    if (e.path().extension() != ".cap") continue;
+    ++captures;
+    // The dump is a capture the report command reads.
+    CHECK(std::system((std::string(STEPTRACE_BIN) + " report '" + e.path().string() + "' > /dev/null").c_str()) == 0);
+  }
+  CHECK(captures >= 1);
+  CHECK(read_file(d.log).find("slow step") != std::string::npos);
+  std::system(("rm -rf '" + devdir + "'").c_str());
+}

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* A step loop that marks its steps: N steps of (sleep A ms, spin B ms). Used by the tests. */
+/* A step loop that marks its steps: N steps of (sleep A ms, spin B ms), optionally step S
+ * sleeping X ms more (an outlier). Used by the tests.
+ * usage: marker-demo [N [A [B [S X]]]] */
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,9 +21,11 @@ int main(int argc, char **argv)
 {
 	int steps = argc > 1 ? atoi(argv[1]) : 10;
 	long sleep_ms = argc > 2 ? atol(argv[2]) : 10, spin = argc > 3 ? atol(argv[3]) : 5;
+	int slow_step = argc > 5 ? atoi(argv[4]) : -1;
+	long slow_ms = argc > 5 ? atol(argv[5]) : 0;
 	for (int i = 0; i < steps; ++i) {
 		steptrace_step((uint64_t)i);
-		usleep((useconds_t)(sleep_ms * 1000));
+		usleep((useconds_t)((sleep_ms + (i == slow_step ? slow_ms : 0)) * 1000));
 		spin_ms(spin);
 	}
 	steptrace_step((uint64_t)steps); /* closes the last step */
