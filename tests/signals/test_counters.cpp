@@ -149,3 +149,20 @@ TEST_CASE("neuron sysfs: status and memory counters of every core", "[signals]")
   CHECK(read_neuron_sysfs(dir, 0).empty());
   fs::remove_all(dir);
 }
+
+TEST_CASE("device signals: samples are capped per kind, and what was not kept is counted", "[signals]") {
+  std::string dir = temp_dir();
+  std::string nd = neuron_sysfs_dir(dir, 0);
+  put(nd + "/neuron_core0/stats/status/success/total", "1\n");
+  SignalsConfig cfg;
+  cfg.sysfs_root = dir;
+  cfg.dev_root = dir + "/no-dev";
+  cfg.sysfs_interval_ns = 1;  // every tick
+  cfg.max_samples = 3;
+  DeviceSignals sig(cfg);
+  for (uint64_t t = 1; t <= 10; ++t) sig.tick(t * 1'000'000, {});
+  const auto& d = sig.data();
+  CHECK(d.sysfs.size() == 3);
+  CHECK(d.samples_dropped == 7);
+  fs::remove_all(dir);
+}

@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <cerrno>
 #include <cstring>
@@ -64,6 +65,15 @@ void DeviceSignals::try_attach(uint64_t now, uint32_t pid) {
   }
 }
 
+template <typename V, typename T>
+void DeviceSignals::keep(V& samples, T&& s) {
+  if (samples.size() >= d_.cfg.max_samples) {
+    ++d_.samples_dropped;
+    return;
+  }
+  samples.push_back(std::forward<T>(s));
+}
+
 void DeviceSignals::sample_nds(uint64_t now) {
   for (auto& [pid, a] : attached_) {
     for (int nc = 0; nc < 16; ++nc) {
@@ -80,7 +90,7 @@ void DeviceSignals::sample_nds(uint64_t now) {
         s.seen_ns = now;
         s.snap = nds_read_nc(a.view.data(), a.view.size(), nc);
         s.delta = s.snap.inference_count - last;
-        d_.nds.push_back(s);
+        keep(d_.nds, s);
         last = s.snap.inference_count;
       } else {
         last = seq;  // slab released and reused: start over
@@ -143,7 +153,7 @@ void DeviceSignals::tick(uint64_t now, const std::vector<uint32_t>& pids) {
       if (same) {
         // Remember that nothing moved until now: extend with the newest time.
         EfaSample flat = s;
-        d_.efa.push_back(std::move(flat));
+        keep(d_.efa, std::move(flat));
         // Collapse runs of equal samples to their first and last.
         size_t n = d_.efa.size();
         if (n >= 3) {
@@ -152,7 +162,7 @@ void DeviceSignals::tick(uint64_t now, const std::vector<uint32_t>& pids) {
           if (a.port == s.port && b.port == s.port && a.v == s.v && b.v == s.v) d_.efa.erase(d_.efa.end() - 2);
         }
       } else {
-        d_.efa.push_back(std::move(s));
+        keep(d_.efa, std::move(s));
       }
     }
   }
@@ -161,12 +171,12 @@ void DeviceSignals::tick(uint64_t now, const std::vector<uint32_t>& pids) {
     for (const auto& [idx, path] : d_.devices) {
       auto m = read_neuron_sysfs(d_.cfg.sysfs_root, idx);
       if (m.empty()) continue;
-      d_.sysfs.push_back({now, idx, std::move(m)});
+      keep(d_.sysfs, SysfsSample{now, idx, std::move(m)});
     }
     if (d_.devices.empty())
       for (int idx = 0; idx < 16; ++idx) {
         auto m = read_neuron_sysfs(d_.cfg.sysfs_root, idx);
-        if (!m.empty()) d_.sysfs.push_back({now, idx, std::move(m)});
+        if (!m.empty()) keep(d_.sysfs, SysfsSample{now, idx, std::move(m)});
       }
   }
   if (now >= next_comm_) {
@@ -253,6 +263,12 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
                                 ? fmt::format("{}/devices/virtual/neuron_device", d->cfg.sysfs_root)
                                 : fmt::format("no neuron metrics under {}/devices/virtual/neuron_device",
                                               d->cfg.sysfs_root);
+    if (d->samples_dropped) {
+      // The cap kept memory bounded: the steps after it lack device samples.
+      std::string note = fmt::format("; {} samples over the {}-per-kind cap were not kept (later steps lack them)",
+                                     d->samples_dropped, d->cfg.max_samples);
+      for (SignalSource* src : {&S.nds, &S.efa, &S.neuron_sysfs}) src->detail += note;
+    }
   }
   bool split = false;
   std::vector<double> compute_ms, cc_ms, device_ms, ratios, tx_mib;
@@ -265,7 +281,8 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
   };
   PathTotal host_path, device_path, any_path;
   double link_gbit = 0;
-  uint64_t proxy_runq = 0;
+  uint64_t proxy_runq = 0, proxy_preempts = 0, proxy_coll_ns = 0;
+  std::map<uint32_t, uint64_t> preemptors;  // tid -> preemptions of proxy threads
   int proxy_steps = 0;
 
   for (size_t ri = 0; ri < ranks.size(); ++ri) {
@@ -451,7 +468,10 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
           if (g.start >= st.end_ns) break;
           if (g.state != ThreadState::runnable) continue;
           st.dev.proxy_runq_ns += overlap(g.start, g.end, st.start_ns, st.end_ns);
-          if (g.preempted_by) ++st.dev.proxy_preempted;
+          if (g.preempted_by) {
+            ++st.dev.proxy_preempted;
+            if (st.index >= skip) ++preemptors[g.preempted_by];
+          }
         }
       }
     }
@@ -461,6 +481,8 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
       if (st.index < skip) continue;
       if (has_proxy) {
         proxy_runq += st.dev.proxy_runq_ns;
+        proxy_preempts += st.dev.proxy_preempted;
+        proxy_coll_ns += st.ns[static_cast<size_t>(Category::collective)];
         ++proxy_steps;
       }
       if (!st.dev.nds) continue;
@@ -492,6 +514,16 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
   S.proxy.detail = S.proxy.available ? fmt::format("{} proxy thread(s)", S.proxies.size())
                                      : "no network proxy thread identified (by name or behaviour)";
   S.proxy_runq_ms_per_step = proxy_steps ? static_cast<double>(proxy_runq) / proxy_steps / 1e6 : 0;
+  S.proxy_preempted_per_step = proxy_steps ? static_cast<double>(proxy_preempts) / proxy_steps : 0;
+  S.proxy_runq_share_of_collective =
+      proxy_coll_ns ? static_cast<double>(proxy_runq) / static_cast<double>(proxy_coll_ns) : 0;
+  if (!preemptors.empty()) {
+    auto top = std::max_element(preemptors.begin(), preemptors.end(),
+                                [](const auto& a, const auto& b) { return a.second < b.second; });
+    const auto* ti = threads.find(top->first);
+    auto text = fmt::format("{}/{}", ti && !ti->comm.empty() ? ti->comm : "?", top->first);
+    std::snprintf(S.proxy_top_preemptor, sizeof(S.proxy_top_preemptor), "%s", text.c_str());
+  }
   // ---- Neuron sysfs: status counters that moved in the window.
   if (d && !d->sysfs.empty()) {
     std::map<int, const SysfsSample*> first, last;
@@ -545,8 +577,14 @@ void annotate_verdict(JobAnalysis& job) {
     std::string names;
     for (size_t i = 0; i < S.proxies.size() && i < 4; ++i)
       names += fmt::format("{}{}/{} ({})", i ? ", " : "", S.proxies[i].comm, S.proxies[i].tid, S.proxies[i].how);
-    v.evidence.push_back(
-        fmt::format("network proxy threads {}: run-queue delay {:.2f} ms/step", names, S.proxy_runq_ms_per_step));
+    std::string by = S.proxy_top_preemptor[0] ? fmt::format(", most by {}", S.proxy_top_preemptor) : "";
+    v.evidence.push_back(fmt::format(
+        "network proxy threads {}: run-queue delay {:.2f} ms/step ({:.0f}% of the collective time), preempted "
+        "{:.1f} times/step{}{}",
+        names, S.proxy_runq_ms_per_step, 100 * S.proxy_runq_share_of_collective, S.proxy_preempted_per_step, by,
+        S.proxy_runq_share_of_collective >= 0.1 ? " -> the collective waits on a CPU for its proxy: pin or isolate "
+                                                  "the proxy threads' CPUs"
+                                                : ""));
   }
   if (!S.sysfs_deltas.empty()) {
     std::string s;

@@ -26,6 +26,9 @@ struct SignalsConfig {
   uint64_t sysfs_interval_ns = 500'000'000;   // "low rate"
   uint64_t attach_retry_ns = 100'000'000;     // a rank acquires its datastore in nrt_init
   uint64_t attach_give_up_ns = 20'000'000'000ull;
+  // Memory bound: samples kept per kind (NDS, EFA, sysfs). Past it, new
+  // samples are counted in samples_dropped and the report says so.
+  size_t max_samples = 262'144;
 };
 
 struct NdsSample {
@@ -57,6 +60,7 @@ struct SignalsData {
   std::vector<SysfsSample> sysfs;
   std::map<uint32_t, std::string> comms;  // tid -> comm of attached processes' threads
   std::map<uint32_t, uint32_t> tid_pid;
+  uint64_t samples_dropped = 0;  // over cfg.max_samples
 };
 
 class DeviceSignals {
@@ -80,6 +84,8 @@ class DeviceSignals {
   };
   void try_attach(uint64_t now, uint32_t pid);
   void sample_nds(uint64_t now);
+  template <typename V, typename T>
+  void keep(V& samples, T&& s);
   void note_problem(NdsError e, int err_no);
 
   SignalsData d_;

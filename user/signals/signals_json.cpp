@@ -21,6 +21,9 @@ nlohmann::json summary_to_json(const DeviceSignalsSummary& s) {
                    {"network_bound", s.network_bound}, {"mib_per_step", s.efa_mib_per_step}}},
           {"proxy_threads", proxies},
           {"proxy_runq_ms_per_step", s.proxy_runq_ms_per_step},
+          {"proxy_preempted_per_step", s.proxy_preempted_per_step},
+          {"proxy_top_preemptor", std::string(s.proxy_top_preemptor)},
+          {"proxy_runq_share_of_collective", s.proxy_runq_share_of_collective},
           {"neuron_sysfs_deltas", sysfs},
           {"device_mem_bytes", s.device_mem_bytes}};
 }

@@ -56,6 +56,12 @@ struct DeviceSignalsSummary {
   uint64_t device_mem_bytes = 0;
   std::vector<ProxyThread> proxies;
   double proxy_runq_ms_per_step = 0;
+  double proxy_preempted_per_step = 0;  // involuntary switch-outs of proxy threads
+  // "comm/tid" of the task that preempted them most. A fixed buffer: another
+  // std::string member here trips GCC 12's false -Wfree-nonheap-object where
+  // reports are moved out of a Result.
+  char proxy_top_preemptor[40] = {};
+  double proxy_runq_share_of_collective = 0;  // proxy run-queue delay / collective time (counted steps)
   std::vector<std::string> evidence;  // lines for the verdict
 };
 
