@@ -166,7 +166,11 @@ void DeviceSignals::tick(uint64_t now, const std::vector<uint32_t>& pids) {
       }
     }
   }
-  if (now >= next_sysfs_) {
+  // Low rate once the metrics are there; until then (for the first seconds,
+  // while a job creates its devices) every tick, so that the first sample
+  // is taken as the device appears and even a short job gets a delta.
+  bool sysfs_waiting = d_.sysfs.empty() && first_scan_ && now - first_scan_ < 5'000'000'000ull;
+  if (now >= next_sysfs_ || sysfs_waiting) {
     next_sysfs_ = now + d_.cfg.sysfs_interval_ns;
     for (const auto& [idx, path] : d_.devices) {
       auto m = read_neuron_sysfs(d_.cfg.sysfs_root, idx);
