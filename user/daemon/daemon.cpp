@@ -172,10 +172,7 @@ class Daemon {
   // analyze_job finds a rank's DataLoader workers through them: they are replayed
   // into every new window as fork events.
   std::map<uint32_t, uint32_t> parents_;
-  struct ScanState {
-    uint64_t first_seen_ns, next_scan_ns, interval_ns;
-  };
-  std::map<uint32_t, ScanState> lib_scan_;
+  LibScanQueue lib_scan_;
   std::set<std::string> probed_libs_;
   std::vector<std::string> known_libs_;  // re-attached when the tracer is rebuilt
   uint64_t next_discover_ns_ = 0;
@@ -508,65 +505,22 @@ void Daemon::discover() {
 }
 
 void Daemon::note_new_process(uint32_t pid) {
-  if (!(active_subsystems_ & ST_SUB_UPROBE) || lib_scan_.size() >= 4096) return;
-  uint64_t now = monotonic_ns();
-  lib_scan_.emplace(pid, ScanState{now, now, 20'000'000ull});
+  if (!(active_subsystems_ & ST_SUB_UPROBE)) return;
+  lib_scan_.add(pid, monotonic_ns());
 }
 
 void Daemon::attach_lib(const std::string& path) {
   if (!tracer_ || !probed_libs_.insert(path).second) return;
   if (std::find(known_libs_.begin(), known_libs_.end(), path) == known_libs_.end() && known_libs_.size() < 64)
     known_libs_.push_back(path);
-  const bool marker = path.find("steptrace_marker") != std::string::npos;
-  struct Probe {
-    const char* func;
-    uint32_t id;
-  };
-  std::vector<Probe> probes;
-  if (marker) probes = {{"steptrace_step", ST_UP_STEP_MARKER}};
-  else
-    probes = {{"nrt_execute", ST_UP_NRT_EXECUTE},
-              {"nrt_tensor_write", ST_UP_NRT_TENSOR_WRITE},
-              {"nrt_tensor_read", ST_UP_NRT_TENSOR_READ}};
-  int attached = 0;
-  for (const auto& p : probes) {
-    if (auto a = tracer_->attach_uprobe(path, p.func, p.id, false); !a) {
-      log::warn("{}", a.error().message);
-      continue;
-    }
-    if (!marker)
-      if (auto r = tracer_->attach_uprobe(path, p.func, p.id, true); !r) log::warn("{}", r.error().message);
-    ++attached;
-  }
+  std::vector<std::string> warnings;
+  int attached = attach_lib_probes(*tracer_, path, &warnings);
+  for (const auto& w : warnings) log::warn("{}", w);
   log::info("probing {} ({} functions)", path, attached);
 }
 
 void Daemon::scan_for_libs() {
-  uint64_t now = monotonic_ns();
-  for (auto it = lib_scan_.begin(); it != lib_scan_.end();) {
-    auto& st = it->second;
-    if (now < st.next_scan_ns) {
-      ++it;
-      continue;
-    }
-    auto maps = read_small_file("/proc/" + std::to_string(it->first) + "/maps", 8 << 20);
-    if (!maps) {
-      it = lib_scan_.erase(it);
-      continue;
-    }
-    bool found_runtime = false;
-    for (const auto& path : find_probe_libs(*maps)) {
-      attach_lib(path);
-      if (path.find("libnrt") != std::string::npos) found_runtime = true;
-    }
-    if (found_runtime || now - st.first_seen_ns > 5'000'000'000ull) {
-      it = lib_scan_.erase(it);
-      continue;
-    }
-    st.interval_ns = std::min<uint64_t>(st.interval_ns * 2, 500'000'000ull);
-    st.next_scan_ns = now + st.interval_ns;
-    ++it;
-  }
+  lib_scan_.scan(monotonic_ns(), "/proc", [this](const std::string& path) { attach_lib(path); });
 }
 
 void Daemon::on_record(const void* data, size_t len) {

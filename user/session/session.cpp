@@ -286,67 +286,18 @@ nlohmann::json Session::capture_meta() const {
 
 void Session::note_new_process(uint32_t pid) {
   if (!(opts_.subsystems & ST_SUB_UPROBE) || !opts_.discover_libs) return;
-  uint64_t now = monotonic_ns();
-  scan_.emplace(pid, ScanState{now, now, 20'000'000ull});
+  scan_.add(pid, monotonic_ns());
 }
 
 void Session::attach_lib(const std::string& path) {
   if (!probed_libs_.insert(path).second) return;
-  struct Probe {
-    const char* func;
-    uint32_t id;
-  };
-  const bool marker = path.find("steptrace_marker") != std::string::npos;
-  std::vector<Probe> probes;
-  if (marker) probes = {{"steptrace_step", ST_UP_STEP_MARKER}};
-  else
-    probes = {{"nrt_execute", ST_UP_NRT_EXECUTE},
-              {"nrt_tensor_write", ST_UP_NRT_TENSOR_WRITE},
-              {"nrt_tensor_read", ST_UP_NRT_TENSOR_READ}};
-  int attached = 0;
-  for (const auto& p : probes) {
-    auto a = tracer_->attach_uprobe(path, p.func, p.id, false);
-    if (!a) {
-      report_.warnings.push_back(a.error().message);
-      continue;
-    }
-    if (!marker) {
-      if (auto r = tracer_->attach_uprobe(path, p.func, p.id, true); !r) report_.warnings.push_back(r.error().message);
-    }
-    ++attached;
-  }
+  int attached = attach_lib_probes(*tracer_, path, &report_.warnings);
   log::info("probing {} ({} functions)", path, attached);
   report_.runtime_libs.push_back(path);
 }
 
-// A process maps libnrt a little after exec: scan its maps with backoff for
-// a few seconds, then give up on it.
 void Session::scan_for_libs() {
-  uint64_t now = monotonic_ns();
-  for (auto it = scan_.begin(); it != scan_.end();) {
-    auto& st = it->second;
-    if (now < st.next_scan_ns) {
-      ++it;
-      continue;
-    }
-    auto maps = read_small_file(root_.proc() + "/" + std::to_string(it->first) + "/maps", 8 << 20);
-    if (!maps) {
-      it = scan_.erase(it);
-      continue;
-    }
-    bool found_runtime = false;
-    for (const auto& path : find_probe_libs(*maps)) {
-      attach_lib(path);
-      if (path.find("libnrt") != std::string::npos) found_runtime = true;
-    }
-    if (found_runtime || now - st.first_seen_ns > 5'000'000'000ull) {
-      it = scan_.erase(it);
-      continue;
-    }
-    st.interval_ns = std::min<uint64_t>(st.interval_ns * 2, 500'000'000ull);
-    st.next_scan_ns = now + st.interval_ns;
-    ++it;
-  }
+  scan_.scan(monotonic_ns(), root_.proc(), [this](const std::string& path) { attach_lib(path); });
 }
 
 void Session::on_record(const void* data, size_t len) {

@@ -22,6 +22,7 @@
 #include "session/child.h"
 #include "signals/device_signals.h"
 #include "util/sys_root.h"
+#include "session/lib_probes.h"
 
 namespace steptrace {
 
@@ -70,10 +71,7 @@ class Session {
   Reorderer reorder_;
   SessionReport report_;
   std::vector<bool> accel_resolved_;
-  struct ScanState {
-    uint64_t first_seen_ns, next_scan_ns, interval_ns;
-  };
-  std::map<uint32_t, ScanState> scan_;
+  LibScanQueue scan_;
   std::set<std::string> probed_libs_;
   uint64_t start_mono_ns_ = 0;
   double start_cpu_s_ = 0;
