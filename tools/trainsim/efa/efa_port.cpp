@@ -119,15 +119,20 @@ void Port::write_all(const std::string &dir, const Values &v)
 		write_value(dir + "/" + name, std::to_string(value) + "\n");
 }
 
+void Port::add_wire(uint64_t tx, uint64_t rx)
+{
+	tx_bytes_ += tx;
+	rx_bytes_ += rx;
+	tx_pkts_ += (tx + kMtu - 1) / kMtu;
+	rx_pkts_ += (rx + kMtu - 1) / kMtu;
+}
+
 void Port::add_messages(uint64_t tx, uint64_t rx)
 {
 	std::lock_guard lk(mu_);
 	if (dir_.empty())
 		return;
-	tx_bytes_ += tx;
-	rx_bytes_ += rx;
-	tx_pkts_ += (tx + kMtu - 1) / kMtu;
-	rx_pkts_ += (rx + kMtu - 1) / kMtu;
+	add_wire(tx, rx);
 	send_bytes_ += tx;
 	recv_bytes_ += rx;
 	send_wrs_ += tx ? 1 : 0;
@@ -140,10 +145,7 @@ void Port::add_rdma_write(uint64_t tx, uint64_t rx)
 	std::lock_guard lk(mu_);
 	if (dir_.empty())
 		return;
-	tx_bytes_ += tx;
-	rx_bytes_ += rx;
-	tx_pkts_ += (tx + kMtu - 1) / kMtu;
-	rx_pkts_ += (rx + kMtu - 1) / kMtu;
+	add_wire(tx, rx);
 	rdma_write_bytes_ += tx;
 	rdma_write_recv_bytes_ += rx;
 	rdma_write_wrs_ += tx ? 1 : 0;

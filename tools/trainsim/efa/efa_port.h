@@ -43,6 +43,7 @@ private:
 	Values snapshot() const; // mu_ held
 	static void write_all(const std::string &dir, const Values &v);
 	void changed();          // mu_ held: wake the flusher
+	void add_wire(uint64_t tx, uint64_t rx); // mu_ held: bytes and packets each way
 	void flusher_loop();
 	std::mutex mu_;
 	std::condition_variable cv_;
