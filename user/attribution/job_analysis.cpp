@@ -355,42 +355,12 @@ void attribute_step(RankCtx& r, StepResult& st) {
   if (st.arrival_ns == 0 && !exec.empty()) st.arrival_ns = exec.front().first;
 }
 
-// Where quiet gaps between a step's collectives end and gaps between steps
-// begin: Otsu's threshold on the logarithm of the gaps (the two populations
-// differ by a factor, not an offset). 0 when there are not two clearly
-// separate populations (class means less than 3x apart).
-uint64_t step_gap_threshold(const std::vector<uint64_t>& gaps) {
-  std::vector<double> lg;
-  for (uint64_t g : gaps)
-    if (g > 0) lg.push_back(std::log(static_cast<double>(g)));
-  if (lg.size() < 4) return 0;
-  std::sort(lg.begin(), lg.end());
-  double total = 0;
-  for (double v : lg) total += v;
-  double best = -1, cut = 0, left = 0, lo_mean = 0, hi_mean = 0;
-  const double n = static_cast<double>(lg.size());
-  for (size_t i = 1; i < lg.size(); ++i) {
-    left += lg[i - 1];
-    double w0 = static_cast<double>(i) / n, w1 = 1 - w0;
-    double m0 = left / static_cast<double>(i), m1 = (total - left) / (n - static_cast<double>(i));
-    double between = w0 * w1 * (m0 - m1) * (m0 - m1);
-    if (between > best && lg[i] > lg[i - 1]) {
-      best = between;
-      cut = (lg[i - 1] + lg[i]) / 2;
-      lo_mean = m0;
-      hi_mean = m1;
-    }
-  }
-  if (best < 0 || hi_mean - lo_mean < std::log(3.0)) return 0;
-  return static_cast<uint64_t>(std::exp(cut));
-}
-
 // A CPU-only job (no accelerator, no marker) - for example PyTorch DDP over
 // gloo: once per step the gradients are all-reduced over TCP by the process's
 // communication threads, in a few bursts (buckets, ring phases waiting for
 // the peer). Calls less than 2 ms apart form a burst; the gaps between
-// bursts fall into two populations, inside a step and between steps, split
-// by step_gap_threshold. Setup traffic (rendezvous store, the parameter
+// bursts fall into two populations, inside a step and between steps (see
+// below for how the split is chosen). Setup traffic (rendezvous store, the parameter
 // broadcast) happens before the first batch is requested, so traffic before
 // the main thread first waits for a loader is left out (when it has
 // loaders); step bursts far smaller than the typical one (store
@@ -428,17 +398,66 @@ std::vector<Anchor> collective_bursts(const TimelineStore& tl, uint32_t pid, con
     bytes->push_back(cur_bytes);
     return out;
   };
+  // Every step all-reduces the same gradients: the right split makes the
+  // groups' byte counts (nearly) equal. Try each gap length as the split and
+  // keep the one whose groups vary least in bytes (coefficient of
+  // variation; ties: more groups). Under load a peer's delay can stretch a
+  // gap inside a step past the gaps between steps; such a split step shows
+  // as two neighbouring groups whose bytes add up to one step: merged.
   std::vector<uint64_t> fine_bytes;
   auto fine = group(2'000'000, &fine_bytes);
-  std::vector<uint64_t> gaps;
-  for (size_t i = 1; i < fine.size(); ++i) gaps.push_back(fine[i].start - fine[i - 1].end);
-  uint64_t split = std::max<uint64_t>(2'000'000, step_gap_threshold(gaps));
+  std::vector<uint64_t> cands = {2'000'000};
+  for (size_t i = 1; i < fine.size(); ++i) cands.push_back(fine[i].start - fine[i - 1].end);
+  std::sort(cands.begin(), cands.end());
+  cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
+  auto kept_of = [](const std::vector<uint64_t>& bytes) {
+    uint64_t typical = median(bytes);
+    std::vector<size_t> keep;
+    for (size_t i = 0; i < bytes.size(); ++i)
+      if (bytes[i] * 4 >= typical) keep.push_back(i);
+    return keep;
+  };
+  double best_cv = 1e18;
+  size_t best_n = 0;
+  std::vector<Anchor> bursts;
   std::vector<uint64_t> bytes;
-  auto bursts = group(split, &bytes);
-  uint64_t typical = median(bytes);
+  for (uint64_t split : cands) {
+    std::vector<uint64_t> b;
+    auto g = group(split, &b);
+    auto keep = kept_of(b);
+    if (keep.size() < 3) break;  // larger splits only merge more
+    double mean = 0, var = 0;
+    for (size_t i : keep) mean += static_cast<double>(b[i]);
+    mean /= static_cast<double>(keep.size());
+    for (size_t i : keep) var += (static_cast<double>(b[i]) - mean) * (static_cast<double>(b[i]) - mean);
+    double cv = mean > 0 ? std::sqrt(var / static_cast<double>(keep.size())) / mean : 1e18;
+    if (cv < best_cv - 1e-3 || (cv < best_cv + 1e-3 && keep.size() > best_n)) {
+      best_cv = cv;
+      best_n = keep.size();
+      bursts = std::move(g);
+      bytes = std::move(b);
+    }
+  }
+  if (bursts.empty()) return {};
   std::vector<Anchor> out;
-  for (size_t i = 0; i < bursts.size(); ++i)
-    if (bytes[i] * 4 >= typical) out.push_back(bursts[i]);
+  std::vector<uint64_t> out_bytes;
+  for (size_t i : kept_of(bytes)) {
+    out.push_back(bursts[i]);
+    out_bytes.push_back(bytes[i]);
+  }
+  const double per_step = static_cast<double>(median(out_bytes));
+  std::vector<Anchor> merged;
+  for (size_t i = 0; i < out.size(); ++i) {
+    Anchor a = out[i];
+    double sum = static_cast<double>(out_bytes[i]);
+    while (sum < 0.9 * per_step && i + 1 < out.size() &&
+           sum + static_cast<double>(out_bytes[i + 1]) <= 1.1 * per_step) {
+      sum += static_cast<double>(out_bytes[++i]);
+      a.end = out[i].end;
+    }
+    merged.push_back(a);
+  }
+  return merged;
   return out;
 }
 
