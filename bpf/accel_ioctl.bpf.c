@@ -14,7 +14,9 @@
  */
 #include "common.bpf.h"
 #include "neuron_uapi.h"
+#include "rdma_uapi.h"
 
+#define ST_NR_WRITE 1        /* x86_64 */
 #define ST_NR_IOCTL 16       /* x86_64 */
 #define ST_NR_SCHED_YIELD 24 /* x86_64 */
 
@@ -80,8 +82,11 @@ static __always_inline void st_accel_classify(__u32 cmd, __u32 *size_off, __u32 
 	}
 }
 
-/* fd -> (device index, flags) when the fd is an accelerator device file. */
-static __always_inline bool st_accel_match_fd(int fd, __u32 *dev_index, __u32 *flags)
+/* What an fd is, for the syscall tier. */
+enum st_devfile { ST_DEVFILE_NONE = 0, ST_DEVFILE_NEURON = 1, ST_DEVFILE_RDMA = 2 };
+
+/* fd -> (class, device index, flags): a Neuron device or a uverbs file. */
+static __always_inline int st_devfile_match(int fd, __u32 *dev_index, __u32 *flags)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 	struct file **fds;
@@ -90,29 +95,38 @@ static __always_inline bool st_accel_match_fd(int fd, __u32 *dev_index, __u32 *f
 	unsigned int max_fds;
 
 	if (fd < 0)
-		return false;
+		return ST_DEVFILE_NONE;
 	max_fds = BPF_CORE_READ(t, files, fdt, max_fds);
 	if ((unsigned int)fd >= max_fds)
-		return false;
+		return ST_DEVFILE_NONE;
 	fds = BPF_CORE_READ(t, files, fdt, fd);
 	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
-		return false;
+		return ST_DEVFILE_NONE;
 	ino = BPF_CORE_READ(f, f_inode);
 	if (!ino)
-		return false;
+		return ST_DEVFILE_NONE;
 
-	/* A real Neuron device: a char device whose major is "neuron" in /proc/devices. */
-	if (st_cfg.neuron_major) {
+	/* Real devices: char devices whose major is "neuron" / "infiniband_verbs" in /proc/devices. */
+	if (st_cfg.neuron_major || st_cfg.uverbs_major) {
 		umode_t mode = BPF_CORE_READ(ino, i_mode);
 		dev_t rdev = BPF_CORE_READ(ino, i_rdev);
 
-		if ((mode & 00170000) == 0020000 && (rdev >> 20) == st_cfg.neuron_major) {
-			*dev_index = rdev & 0xfffff;
-			*flags = ST_ACCEL_BY_MAJOR;
-			return true;
+		if ((mode & 00170000) == 0020000) {
+			if (st_cfg.neuron_major && (rdev >> 20) == st_cfg.neuron_major) {
+				*dev_index = rdev & 0xfffff;
+				*flags = ST_ACCEL_BY_MAJOR;
+				return ST_DEVFILE_NEURON;
+			}
+			if (st_cfg.uverbs_major && (rdev >> 20) == st_cfg.uverbs_major) {
+				__u32 minor = rdev & 0xfffff;
+
+				*dev_index = minor >= UVERBS_FIRST_MINOR ? minor - UVERBS_FIRST_MINOR : minor;
+				*flags = ST_RDMA_BY_MAJOR;
+				return ST_DEVFILE_RDMA;
+			}
 		}
 	}
-	/* A file named with --accel-dev (works for a simulated device too). */
+	/* A file named with --accel-dev / --rdma-dev (works for a simulated device too). */
 	if (st_cfg.n_accel_devs) {
 		struct st_accel_dev_key key = {};
 		__u32 *idx;
@@ -121,12 +135,12 @@ static __always_inline bool st_accel_match_fd(int fd, __u32 *dev_index, __u32 *f
 		key.ino = BPF_CORE_READ(ino, i_ino);
 		idx = bpf_map_lookup_elem(&st_accel_devs, &key);
 		if (idx) {
-			*dev_index = *idx;
+			*dev_index = *idx & ~ST_DEV_IS_RDMA;
 			*flags = 0;
-			return true;
+			return (*idx & ST_DEV_IS_RDMA) ? ST_DEVFILE_RDMA : ST_DEVFILE_NEURON;
 		}
 	}
-	return false;
+	return ST_DEVFILE_NONE;
 }
 
 /* Remember an accelerator ioctl in flight: cmd, device, and the bytes it moves. */
@@ -171,7 +185,7 @@ static __always_inline void st_accel_enter(struct st_task_state *ts, struct pt_r
 	/* Neuron commands carry magic 'N'; anything else cannot be ours. */
 	if (NEURON_IOC_TYPE(cmd) != NEURON_IOC_MAGIC)
 		return;
-	if (!st_accel_match_fd(fd, &dev_index, &flags))
+	if (st_devfile_match(fd, &dev_index, &flags) != ST_DEVFILE_NEURON)
 		return;
 	st_accel_record(ts, fd, cmd, arg, dev_index, flags);
 }
@@ -194,6 +208,124 @@ static __always_inline void st_accel_emit(struct st_task_state *ts, __u64 enter_
 	st_submit(e);
 }
 
+/*
+ * EFA control path: calls on uverbs files (/dev/infiniband/uverbsK). The
+ * verbs library talks to the kernel through one ioctl (object + method +
+ * attributes) or, on old kernels, legacy commands written with write(2);
+ * only setup and teardown come here (the data path bypasses the kernel).
+ * Decoded at entry (the user buffers are the caller's), emitted at exit.
+ */
+#define ST_RDMA_MAX_ATTRS 8
+
+static __always_inline void st_rdma_ioctl_enter(struct st_task_state *ts, void *arg, __u32 dev_index,
+						__u32 flags)
+{
+	__u16 hdr[4] = {};
+	__u64 bytes = 0, core_in = 0;
+	__u32 write_cmd = ST_RDMA_NO_CMD;
+	__u16 object, method, num_attrs;
+	int i;
+
+	if (bpf_probe_read_user(hdr, sizeof(hdr), arg))
+		return;
+	object = hdr[UVERBS_HDR_OFF_OBJECT / 2];
+	method = hdr[UVERBS_HDR_OFF_METHOD / 2];
+	num_attrs = hdr[UVERBS_HDR_OFF_NUM_ATTRS / 2];
+	/* A legacy command wrapped in an ioctl names itself in an attribute; a
+	 * dma-buf registration carries its length inline. */
+	if ((object == UVERBS_OBJ_DEVICE && method == UVERBS_METH_INVOKE_WRITE) ||
+	    (object == UVERBS_OBJ_MR && method == UVERBS_METH_REG_DMABUF_MR)) {
+		for (i = 0; i < ST_RDMA_MAX_ATTRS; i++) {
+			__u64 attr[2] = {};
+			__u16 id;
+
+			if (i >= num_attrs)
+				break;
+			if (bpf_probe_read_user(attr, sizeof(attr), arg + UVERBS_HDR_BYTES + i * UVERBS_ATTR_BYTES))
+				break;
+			id = (__u16)attr[0];
+			if (object == UVERBS_OBJ_MR) {
+				if (id == UVERBS_ATTR_REG_DMABUF_MR_LENGTH)
+					bytes = attr[1];
+			} else if (id == UVERBS_ATTR_WRITE_CMD) {
+				write_cmd = (__u32)attr[1] & UVERBS_CMD_MASK;
+			} else if (id == UVERBS_ATTR_CORE_IN) {
+				core_in = attr[1];
+			}
+		}
+		if (write_cmd == UVERBS_CMD_REG_MR && core_in)
+			bpf_probe_read_user(&bytes, sizeof(bytes), (void *)(core_in + UVERBS_REG_MR_OFF_LENGTH));
+	}
+	ts->rdma_pending = 1;
+	ts->rdma_object = object;
+	ts->rdma_method = method;
+	ts->rdma_write_cmd = write_cmd;
+	ts->rdma_bytes = bytes;
+	ts->rdma_dev_index = dev_index;
+	ts->rdma_flags = flags;
+}
+
+static __always_inline void st_rdma_write_enter(struct st_task_state *ts, void *buf, __u64 count, __u32 dev_index,
+						__u32 flags)
+{
+	__u32 command = 0;
+	__u64 bytes = 0;
+
+	if (count < UVERBS_CMD_HDR_BYTES || bpf_probe_read_user(&command, sizeof(command), buf))
+		return;
+	command &= UVERBS_CMD_MASK; /* extended commands set bit 31; the number is the low byte */
+	if (command == UVERBS_CMD_REG_MR)
+		bpf_probe_read_user(&bytes, sizeof(bytes), buf + UVERBS_CMD_HDR_BYTES + UVERBS_REG_MR_OFF_LENGTH);
+	ts->rdma_pending = 1;
+	ts->rdma_object = 0;
+	ts->rdma_method = 0;
+	ts->rdma_write_cmd = command;
+	ts->rdma_bytes = bytes;
+	ts->rdma_dev_index = dev_index;
+	ts->rdma_flags = flags | ST_RDMA_VIA_WRITE;
+}
+
+static __always_inline void st_rdma_enter(struct st_task_state *ts, struct pt_regs *regs, long id)
+{
+	/* ioctl(fd, cmd, arg) / write(fd, buf, count) */
+	int fd = (int)BPF_CORE_READ(regs, di);
+	__u64 si = BPF_CORE_READ(regs, si);
+	__u64 dx = BPF_CORE_READ(regs, dx);
+	__u32 dev_index = 0, flags = 0;
+
+	if (id == ST_NR_IOCTL && (__u32)si != RDMA_VERBS_IOCTL_CMD)
+		return;
+	if (st_devfile_match(fd, &dev_index, &flags) != ST_DEVFILE_RDMA)
+		return;
+	if (id == ST_NR_IOCTL)
+		st_rdma_ioctl_enter(ts, (void *)dx, dev_index, flags);
+	else
+		st_rdma_write_enter(ts, (void *)si, dx, dev_index, flags);
+	if (ts->rdma_pending)
+		ts->accel_fd = fd;
+}
+
+static __always_inline void st_rdma_emit(struct st_task_state *ts, __u64 enter_ts, long ret)
+{
+	struct st_rdma_verb *e;
+
+	ts->rdma_pending = 0;
+	e = st_reserve(sizeof(*e), ST_EV_RDMA_VERB);
+	if (!e)
+		return;
+	e->enter_ts = enter_ts;
+	e->bytes = ts->rdma_bytes;
+	e->ret = ret;
+	e->object_id = ts->rdma_object;
+	e->method_id = ts->rdma_method;
+	e->write_cmd = ts->rdma_write_cmd;
+	e->fd = ts->accel_fd;
+	e->dev_index = ts->rdma_dev_index;
+	e->flags = ts->rdma_flags;
+	e->pad_ = 0;
+	st_submit(e);
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(st_sys_enter, struct pt_regs *regs, long id)
 {
@@ -213,6 +345,10 @@ int BPF_PROG(st_sys_enter, struct pt_regs *regs, long id)
 		ts->yields++;
 	else if (id == ST_NR_IOCTL && (st_cfg.enabled & ST_SUB_ACCEL) && st_accel_in_syscalls)
 		st_accel_enter(ts, regs, now);
+	/* Off (rodata) unless uverbs devices exist or --rdma-dev was given. */
+	if ((id == ST_NR_IOCTL || id == ST_NR_WRITE) && (st_cfg.enabled & ST_SUB_ACCEL) && st_cfg.rdma_verbs &&
+	    !ts->accel_pending)
+		st_rdma_enter(ts, regs, id);
 	return 0;
 }
 
@@ -228,6 +364,8 @@ int BPF_PROG(st_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	if (ts->accel_pending && st_accel_in_syscalls)
 		st_accel_emit(ts, ts->sys_enter_ts, ret);
+	if (ts->rdma_pending)
+		st_rdma_emit(ts, ts->sys_enter_ts, ret);
 	ts->sys_nr = -1;
 	return 0;
 }

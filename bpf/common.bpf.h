@@ -49,7 +49,7 @@ struct {
 	__type(value, __u8);
 } st_targets SEC(".maps") __weak;
 
-/* Device files named with --accel-dev, matched on (s_dev, ino). */
+/* Device files named with --accel-dev / --rdma-dev, matched on (s_dev, ino). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, ST_MAX_ACCEL_DEVS);
@@ -73,7 +73,8 @@ struct st_task_state {
 	__u32 accel_flags;
 	__s32 accel_fd;
 	__u8 accel_pending;
-	__u8 pad_[7];
+	__u8 rdma_pending;   /* uverbs call in flight (accel_ioctl.bpf.c) */
+	__u8 pad_[6];
 	/* schedstat run_delay (cumulative) when the thread last left a CPU,
 	 * | 1 so that 0 means never seen: the next switch-out reports the
 	 * difference as the queue wait before its slice (sched.bpf.c). */
@@ -82,6 +83,13 @@ struct st_task_state {
 	__u64 accel_enter_ts;  /* ncdev_ioctl entry */
 	__u64 net_sk;          /* tcp_sendmsg/tcp_recvmsg in progress: the socket */
 	__u64 net_enter_ts;
+	/* uverbs call in flight: what the entry decoded, for the exit */
+	__u64 rdma_bytes;
+	__u16 rdma_object;
+	__u16 rdma_method;
+	__u32 rdma_write_cmd;
+	__u32 rdma_dev_index;
+	__u32 rdma_flags;
 };
 
 struct {

@@ -16,9 +16,10 @@
 #include <linux/types.h>
 #endif
 
-#define ST_ABI_VERSION 2
+#define ST_ABI_VERSION 3
 /* Oldest record layout this build still reads (capture files). v1 -> v2:
- * st_sched_switch grew prev_queue_ns; v1 switch records decode with it unknown. */
+ * st_sched_switch grew prev_queue_ns; v1 switch records decode with it unknown.
+ * v2 -> v3: kind ST_EV_RDMA_VERB added (no existing layout changed). */
 #define ST_ABI_MIN_READABLE 1
 #define ST_COMM_LEN 16
 #define ST_MAX_TARGETS 65536   /* traced tgids (follows fork) */
@@ -42,7 +43,8 @@ enum st_event_kind {
 	ST_EV_ACCEL_IOCTL = 11,
 	ST_EV_UPROBE = 12,
 	ST_EV_ACCEL_TP = 13,   /* a neuron:* driver tracepoint (struct st_accel_tp) */
-	ST_EV_KIND_MAX = 14, /* one past the last kind; sizes the stats arrays */
+	ST_EV_RDMA_VERB = 14,  /* a uverbs call: the EFA control path (struct st_rdma_verb) */
+	ST_EV_KIND_MAX = 15, /* one past the last kind; sizes the stats arrays */
 };
 
 /* Subsystems that can be enabled in st_config.enabled. */
@@ -72,6 +74,8 @@ struct st_config {
 	__u32 self_tgid;      /* never trace steptrace's own threads */
 	__u32 neuron_major;   /* char major of "neuron" in /proc/devices, 0 = none */
 	__u32 n_accel_devs;   /* entries in st_accel_devs; 0 skips the lookup */
+	__u32 uverbs_major;   /* char major of "infiniband_verbs", 0 = none */
+	__u32 rdma_verbs;     /* decode uverbs calls (EFA control path) */
 };
 
 /* Common header of every record. ts_ns is CLOCK_MONOTONIC (bpf_ktime_get_ns). */
@@ -242,6 +246,29 @@ struct st_accel_tp {
 	__u32 pad_;
 };
 
+/*
+ * A call into the RDMA verbs interface (ioctl RDMA_VERBS_IOCTL or a legacy
+ * write(2) on /dev/infiniband/uverbsK): the EFA control path - protection
+ * domains, completion and queue pairs, memory registrations. The data path
+ * never enters the kernel. header = the calling task; ts_ns = return.
+ */
+#define ST_RDMA_BY_MAJOR (1u << 0) /* matched by the infiniband_verbs char major */
+#define ST_RDMA_VIA_WRITE (1u << 1) /* legacy write(2) command, not the ioctl */
+#define ST_RDMA_NO_CMD (~0u)
+struct st_rdma_verb {
+	struct st_event_header hdr;
+	__u64 enter_ts;
+	__u64 bytes;       /* memory registrations: the region's length; else 0 */
+	__s64 ret;
+	__u16 object_id;   /* UVERBS_OBJECT_* (0 for the write path) */
+	__u16 method_id;
+	__u32 write_cmd;   /* legacy command number (write path, INVOKE_WRITE), ST_RDMA_NO_CMD */
+	__s32 fd;
+	__u32 dev_index;   /* uverbs minor - 192 for real devices, --rdma-dev position otherwise */
+	__u32 flags;       /* ST_RDMA_* */
+	__u32 pad_;
+};
+
 /* Probes on user functions (runtime library, step marker). */
 enum st_uprobe_id {
 	ST_UP_NRT_EXECUTE = 1,
@@ -263,7 +290,9 @@ struct st_stats {
 	__u64 dropped[ST_EV_KIND_MAX];  /* ring buffer full at reserve */
 };
 
-/* Key of st_accel_devs: a device file named by --accel-dev. */
+/* Key of st_accel_devs: a device file named by --accel-dev or --rdma-dev.
+ * The value is the position in its option, | ST_DEV_IS_RDMA for --rdma-dev. */
+#define ST_DEV_IS_RDMA (1u << 31)
 struct st_accel_dev_key {
 	__u32 dev;  /* kernel dev_t of the filesystem (s_dev) */
 	__u32 pad_;
@@ -271,7 +300,7 @@ struct st_accel_dev_key {
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(struct st_config) == 32, "st_config layout");
+static_assert(sizeof(struct st_config) == 40, "st_config layout");
 static_assert(sizeof(struct st_event_header) == 24, "header layout");
 static_assert(sizeof(struct st_sched_switch) == 56, "sched_switch layout");
 static_assert(__builtin_offsetof(struct st_sched_switch, prev_queue_ns) == ST_SCHED_SWITCH_V1_SIZE, "v1 switch prefix");
@@ -287,6 +316,7 @@ static_assert(sizeof(struct st_tcp_state) == 80, "tcp_state layout");
 static_assert(sizeof(struct st_accel_ioctl) == 64, "accel_ioctl layout");
 static_assert(sizeof(struct st_uprobe) == 48, "uprobe layout");
 static_assert(sizeof(struct st_accel_tp) == 56, "accel_tp layout");
+static_assert(sizeof(struct st_rdma_verb) == 72, "rdma_verb layout");
 static_assert(sizeof(struct st_accel_dev_key) == 16, "accel key layout");
 #endif
 

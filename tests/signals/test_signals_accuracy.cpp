@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
 #include <filesystem>
 
 #include "device/nds_layout.h"
@@ -38,6 +39,7 @@ Run run_sim(const std::string& scenario, std::vector<std::string> extra) {
   o.command = CommandKind::run;
   o.subsystems = *parse_subsystems("all");
   o.accel_devs = {dev + "/neuron0", dev + "/neuron1"};
+  o.rdma_devs = {dev + "/uverbs0"};
   o.sysfs_root = sys;
   o.dev_root = dev;
   o.duration_s = 120;
@@ -114,7 +116,85 @@ bool evidence_has(const Verdict& v, const std::string& s) {
   return false;
 }
 
+// The EFA control path: every uverbs call the fake runtime made (its own
+// timestamps around the syscall) against what steptrace reports per rank and
+// phase. Returns the number of in-step calls the truth has.
+int check_fabric(const Run& run, const char* label) {
+  const auto& job = run.report.job;
+  int truth_in_steps = 0;
+  for (const auto& tr_rank : run.truth.rank_data) {
+    INFO(label << " rank " << tr_rank.rank);
+    REQUIRE_FALSE(tr_rank.verbs.empty());
+    REQUIRE_FALSE(tr_rank.steps.empty());
+    const RankFabric* f = nullptr;
+    for (const auto& rf : job.fabric.ranks)
+      if (rf.pid == static_cast<uint32_t>(tr_rank.pid)) f = &rf;
+    REQUIRE(f != nullptr);
+    // The truth's calls by phase, by its own step boundaries.
+    struct Want {
+      std::map<std::string, int> calls;
+      uint64_t bytes = 0;
+      int64_t ns = 0;
+      int n = 0;
+    } want[3];
+    for (const auto& v : tr_rank.verbs) {
+      CHECK(v.ret == 0);
+      int ph = v.enter_ns < tr_rank.steps.front().start_ns ? 0 : v.enter_ns >= tr_rank.steps.back().end_ns ? 2 : 1;
+      ++want[ph].calls[v.name];
+      ++want[ph].n;
+      want[ph].ns += v.return_ns - v.enter_ns;
+      if (v.name.find("reg_") == 0 || v.name.find("reg_dmabuf") == 0) want[ph].bytes += v.bytes;
+    }
+    truth_in_steps += want[1].n;
+    const FabricPhase* got[3] = {&f->setup, &f->in_steps, &f->teardown};
+    const char* names[3] = {"setup", "in steps", "teardown"};
+    for (int ph = 0; ph < 3; ++ph) {
+      INFO(names[ph]);
+      std::map<std::string, int> calls;
+      for (const auto& v : got[ph]->verbs) calls[v.name] = static_cast<int>(v.calls);
+      CHECK(calls == want[ph].calls);
+      CHECK(got[ph]->bytes == want[ph].bytes);
+      CHECK(got[ph]->errors == 0);
+      // The syscall lies inside the runtime's two timestamps.
+      double g = static_cast<double>(got[ph]->total_ns) / 1e6, w = static_cast<double>(want[ph].ns) / 1e6;
+      std::printf("%s rank %d %-8s: %2u calls %7.3f ms traced, truth %2d calls %7.3f ms\n", label, tr_rank.rank,
+                  names[ph], got[ph]->calls, g, want[ph].n, w);
+      CHECK(g <= w + 0.05);
+      CHECK(g >= 0.8 * w - 0.05 * want[ph].n);
+    }
+  }
+  return truth_in_steps;
+}
+
 }  // namespace
+
+TEST_CASE("signals: the EFA control path is traced as setup events and registrations inside steps are evidence",
+          "[root][signals]") {
+  require_root();
+  {
+    // Set up at load, torn down at close: setup events, nothing in the steps.
+    auto run = run_sim("compute-bound", {"--steps", "8"});
+    CHECK(check_fabric(run, "load only") == 0);
+    for (const auto& f : run.report.job.fabric.ranks) {
+      CHECK(f.setup.calls == 7);  // get_context (write path), query_device, alloc_pd, create_cq, 2 create_qp, reg
+      CHECK(f.counted_steps_with_calls == 0);
+    }
+    CHECK_FALSE(evidence_has(run.report.job.verdict, "EFA control path inside steps"));
+  }
+  {
+    // A registration cache that misses: an 8 MiB buffer registered and dropped in every step.
+    auto run = run_sim("compute-bound", {"--steps", "10", "--mr-per-step-bytes", "8m"});
+    CHECK(check_fabric(run, "per step") == 2 * 2 * 10);
+    for (const auto& r : run.report.job.ranks)
+      for (const auto& st : r.steps) {
+        INFO("rank " << r.rank << " step " << st.index);
+        CHECK(st.fabric_calls == 2);
+        CHECK(st.fabric_reg_bytes == (8u << 20));
+      }
+    CHECK(evidence_has(run.report.job.verdict, "EFA control path inside steps"));
+    CHECK(evidence_has(run.report.job.verdict, "8.0 MiB registered/step"));
+  }
+}
 
 TEST_CASE("signals: the sim's datastore layout matches the reader's", "[signals]") {
   for (int nc : {0, 1, 3, 4, 7, 15})

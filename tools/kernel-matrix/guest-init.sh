@@ -114,6 +114,21 @@ for tier in $tiers; do
   neuron_check /tmp/run.json /tmp/expect "$tier" 23 || { bad "mock-driver ioctl accounting ($tier tier)"; sed 's/^/GUEST json: /' /tmp/run.json | grep -A400 accel_ioctls | head -80; }
 done
 
+# --- the EFA control path on a real char device: the mock module's uverbs0 is found by the
+#     "infiniband_verbs" major (no --rdma-dev); its ioctl and write(2) calls are named and counted,
+#     decoys on /dev/null and a pipe are not. This also puts the uverbs decoding through this
+#     kernel's verifier (it is pruned when no uverbs device exists).
+uv=$(ls /dev/uverbs0 /dev/infiniband/uverbs0 2>/dev/null | head -1)
+if [ -z "$uv" ]; then
+  bad "no uverbs0 node from the mock module ($(awk '$2 == "infiniband_verbs"' /proc/devices))"
+else
+  say "---- steptrace run --json - -- uverbs_client $uv"
+  steptrace run --json - -- uverbs_client "$uv" /tmp/expect.efa >/tmp/run.json 2>/tmp/run.err; rc=$?
+  sed 's/^/GUEST steptrace: /' /tmp/run.err
+  [ $rc = 0 ] || bad "steptrace run (uverbs_client) exited $rc"
+  neuron_check --efa /tmp/run.json /tmp/expect.efa || bad "EFA control path accounting"
+fi
+
 # --- the cost of the syscall hook on a non-target syscall loop, per tier (issue 7, B2-like;
 #     software emulation: the ratio matters, not the numbers)
 if [ -d /sys/bus/event_source/devices/kprobe ]; then

@@ -3,6 +3,7 @@
 // expectations ("NAME COUNT BYTES" lines). jq is not in the guest initramfs.
 //
 //   neuron_check SUMMARY_JSON EXPECT_FILE [ACCEL_TIER [ACCEL_TP_EVENTS]]
+//   neuron_check --efa SUMMARY_JSON EXPECT_FILE      (uverbs_client's expectations)
 //
 // ACCEL_TIER: a substring the report's attach_tiers.accel must contain (the tier
 // this run must have used); ACCEL_TP_EVENTS: how many neuron:* tracepoint events
@@ -20,7 +21,60 @@
 #include <sstream>
 #include <string>
 
+// --efa: every uverbs call uverbs_client expects, by name, count and bytes,
+// summed over the processes and phases of job.efa_control_path, nothing else,
+// and the tier that saw them.
+int check_efa(const nlohmann::json& j, std::ifstream& ef) {
+  std::map<std::string, std::pair<unsigned long long, unsigned long long>> got;  // name -> calls, bytes
+  if (j.contains("job") && j["job"].contains("efa_control_path"))
+    for (const auto& p : j["job"]["efa_control_path"])
+      for (const char* ph : {"setup", "in_steps", "teardown"})
+        for (const auto& v : p[ph]["verbs"]) {
+          auto& g = got[v["name"].get<std::string>()];
+          g.first += v["calls"].get<unsigned long long>();
+          g.second += v["bytes"].get<unsigned long long>();
+        }
+  int fails = 0;
+  std::string name;
+  unsigned long long count, bytes;
+  std::set<std::string> expected;
+  while (ef >> name >> count >> bytes) {
+    expected.insert(name);
+    auto g = got[name];
+    bool ok = g.first == count && g.second == bytes;
+    std::printf("neuron_check: %s uverbs %-16s calls %llu/%llu bytes %llu/%llu\n", ok ? "ok  " : "FAIL", name.c_str(),
+                g.first, count, g.second, bytes);
+    fails += !ok;
+  }
+  for (const auto& [n, g] : got)
+    if (!expected.count(n) && g.first) {
+      std::printf("neuron_check: FAIL unexpected uverbs %s x%llu (filtering by the uverbs major broken?)\n", n.c_str(),
+                  g.first);
+      ++fails;
+    }
+  std::string tier = j.contains("attach_tiers") ? j["attach_tiers"].value("efa_ctl", std::string()) : "";
+  bool tier_ok = tier.find("uverbs") != std::string::npos && tier.find("none") == std::string::npos;
+  std::printf("neuron_check: %s efa_ctl tier \"%s\"\n", tier_ok ? "ok  " : "FAIL", tier.c_str());
+  fails += !tier_ok || expected.empty();
+  std::printf("neuron_check: %s\n", fails ? "FAIL" : "PASS");
+  return fails ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--efa") {
+    std::ifstream jf(argv[2]), ef(argv[3]);
+    std::stringstream ss;
+    ss << jf.rdbuf();
+    std::string text = ss.str();
+    auto brace = text.find('{');
+    nlohmann::json j = nlohmann::json::parse(brace == std::string::npos ? std::string("x") : text.substr(brace),
+                                             nullptr, false);
+    if (j.is_discarded()) {
+      std::printf("neuron_check: FAIL no JSON in %s\n", argv[2]);
+      return 1;
+    }
+    return check_efa(j, ef);
+  }
   if (argc < 3 || argc > 5) {
     std::fprintf(stderr, "usage: neuron_check SUMMARY_JSON EXPECT_FILE [ACCEL_TIER [ACCEL_TP_EVENTS]]\n");
     return 2;

@@ -143,6 +143,8 @@ B=$KM_WORK/bin
 mkdir -p "$B"
 [ "$B/neuron_client" -nt "$here/neuron_client.c" ] && [ "$B/neuron_client" -nt "$top/bpf/neuron_uapi.h" ] ||
   gcc -O2 -Wall -Wextra -static -I"$top/bpf" -o "$B/neuron_client" "$here/neuron_client.c"
+[ "$B/uverbs_client" -nt "$here/uverbs_client.c" ] && [ "$B/uverbs_client" -nt "$top/bpf/rdma_uapi.h" ] ||
+  gcc -O2 -Wall -Wextra -static -I"$top/bpf" -o "$B/uverbs_client" "$here/uverbs_client.c"
 [ "$B/neuron_check" -nt "$here/neuron_check.cpp" ] ||
   g++ -std=c++17 -O2 -Wall -Wextra -static -o "$B/neuron_check" "$here/neuron_check.cpp"
 T2=$(now); say "steptrace and guest helpers ready: $(dt "$T1" "$T2")s"
@@ -194,7 +196,7 @@ for kv in "${KVERS[@]}"; do
   # the step-marker demo the [steps] test launches by its build path (MARKER_DEMO), with its library
   [ -x "$BUILD_DIR/tools/marker/marker-demo" ] && copy_with_libs "$r" "$BUILD_DIR/tools/marker/marker-demo"
   ln -s "$ST" "$r/bin/steptrace"
-  cp "$B/neuron_client" "$B/neuron_check" "$r/bin/"
+  cp "$B/neuron_client" "$B/uverbs_client" "$B/neuron_check" "$r/bin/"
   # bpftool: the SIGKILL fault test lists programs, links and maps with it
   command -v bpftool >/dev/null && copy_with_libs "$r" "$(readlink -f "$(command -v bpftool)")" &&
     ln -sf "$(readlink -f "$(command -v bpftool)")" "$r/bin/bpftool"

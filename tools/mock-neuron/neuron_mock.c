@@ -27,6 +27,7 @@
 #include <linux/ktime.h>
 #include <linux/sched.h>
 #include <linux/version.h>
+#include <linux/delay.h>
 
 #include "neuron_mock.h"
 #include "neuron_uapi.h" /* steptrace's copy of the command values and layouts */
@@ -363,6 +364,97 @@ static const struct file_operations ncdev_fops = {
 	.unlocked_ioctl = ncdev_ioctl, /* no compat_ioctl, no poll: like the real driver */
 };
 
+/*
+ * A stand-in for ib_uverbs with an EFA adapter behind it: a char region named
+ * "infiniband_verbs" (minors from 192, like the real one) with one node,
+ * uverbs0. It takes RDMA_VERBS_IOCTL and legacy write(2) commands, reads the
+ * header like the real core does and sleeps like an admin command, so the
+ * tracer's by-major uverbs path is exercised on every guest kernel.
+ */
+#define MOCK_UVERBS_MINOR 192
+#define MOCK_RDMA_VERBS_IOCTL 0xc0181b01u
+static dev_t mock_uverbs_devt;
+static struct cdev mock_uverbs_cdev;
+static struct class *mock_uverbs_class;
+
+static long uverbs_mock_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
+{
+	struct {
+		__u16 length, object_id, method_id, num_attrs;
+		__u64 reserved1;
+		__u32 driver_id, reserved2;
+	} hdr;
+
+	if (cmd != MOCK_RDMA_VERBS_IOCTL)
+		return -ENOTTY;
+	if (copy_from_user(&hdr, (void __user *)arg, sizeof(hdr)))
+		return -EFAULT;
+	if (hdr.length != sizeof(hdr) + 16u * hdr.num_attrs)
+		return -EINVAL;
+	usleep_range(100, 200);
+	return 0;
+}
+
+static ssize_t uverbs_mock_write(struct file *filp, const char __user *buf, size_t len, loff_t *pos)
+{
+	__u32 command;
+
+	if (len < 8)
+		return -EINVAL;
+	if (copy_from_user(&command, buf, sizeof(command)))
+		return -EFAULT;
+	usleep_range(100, 200);
+	return len;
+}
+
+static const struct file_operations uverbs_mock_fops = {
+	.owner = THIS_MODULE,
+	.unlocked_ioctl = uverbs_mock_ioctl,
+	.write = uverbs_mock_write,
+};
+
+static int uverbs_mock_init(void)
+{
+	struct device *d;
+	int ret = alloc_chrdev_region(&mock_uverbs_devt, MOCK_UVERBS_MINOR, 1, "infiniband_verbs");
+
+	if (ret)
+		return ret;
+	cdev_init(&mock_uverbs_cdev, &uverbs_mock_fops);
+	ret = cdev_add(&mock_uverbs_cdev, mock_uverbs_devt, 1);
+	if (ret)
+		goto err_region;
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 4, 0)
+	mock_uverbs_class = class_create("infiniband_verbs");
+#else
+	mock_uverbs_class = class_create(THIS_MODULE, "infiniband_verbs");
+#endif
+	if (IS_ERR(mock_uverbs_class)) {
+		ret = PTR_ERR(mock_uverbs_class);
+		goto err_cdev;
+	}
+	d = device_create(mock_uverbs_class, NULL, mock_uverbs_devt, NULL, "uverbs0");
+	if (IS_ERR(d)) {
+		ret = PTR_ERR(d);
+		class_destroy(mock_uverbs_class);
+		goto err_cdev;
+	}
+	return 0;
+err_cdev:
+	cdev_del(&mock_uverbs_cdev);
+err_region:
+	unregister_chrdev_region(mock_uverbs_devt, 1);
+	return ret;
+}
+
+static void uverbs_mock_exit(void)
+{
+	device_destroy(mock_uverbs_class, mock_uverbs_devt);
+	class_destroy(mock_uverbs_class);
+	cdev_del(&mock_uverbs_cdev);
+	unregister_chrdev_region(mock_uverbs_devt, 1);
+}
+
 static int __init neuron_mock_init(void)
 {
 	unsigned int i;
@@ -403,7 +495,14 @@ static int __init neuron_mock_init(void)
 			goto err_class;
 		}
 	}
-	pr_info("neuron (mock): %u device(s), char major %u\n", devices, MAJOR(mock_devt));
+	ret = uverbs_mock_init();
+	if (ret) {
+		for (i = 0; i < devices; i++)
+			device_destroy(mock_class, MKDEV(MAJOR(mock_devt), i));
+		goto err_class;
+	}
+	pr_info("neuron (mock): %u device(s), char major %u; uverbs0 char major %u\n", devices, MAJOR(mock_devt),
+		MAJOR(mock_uverbs_devt));
 	return 0;
 
 err_class:
@@ -421,6 +520,7 @@ static void __exit neuron_mock_exit(void)
 {
 	unsigned int i;
 
+	uverbs_mock_exit();
 	for (i = 0; i < devices; i++)
 		device_destroy(mock_class, MKDEV(MAJOR(mock_devt), i));
 	class_destroy(mock_class);

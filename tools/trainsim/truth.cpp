@@ -138,6 +138,14 @@ std::string to_json(const Truth &t, int indent)
 			steps.push_back(std::move(js));
 		}
 		jr["steps"] = std::move(steps);
+		json verbs = json::array();
+		for (const auto &v : r.verbs)
+			verbs.push_back({{"name", v.name},
+					 {"enter_ns", v.enter_ns},
+					 {"return_ns", v.return_ns},
+					 {"bytes", v.bytes},
+					 {"ret", v.ret}});
+		jr["verbs"] = std::move(verbs);
 		ranks.push_back(std::move(jr));
 	}
 	j["ranks"] = std::move(ranks);
@@ -192,6 +200,12 @@ std::optional<Truth> from_json(const std::string &text, std::string *err)
 				s.gating = js.at("gating").get<std::string>();
 				r.steps.push_back(std::move(s));
 			}
+			if (jr.contains("verbs"))
+				for (const auto &jv : jr.at("verbs"))
+					r.verbs.push_back(VerbCall{jv.at("name").get<std::string>(),
+								   jv.at("enter_ns").get<int64_t>(),
+								   jv.at("return_ns").get<int64_t>(),
+								   jv.at("bytes").get<uint64_t>(), jv.at("ret").get<int>()});
 			t.rank_data.push_back(std::move(r));
 		}
 		return t;

@@ -55,6 +55,16 @@ struct Step {
 	int64_t duration_ns() const { return end_ns - start_ns; }
 };
 
+// One call on the fake EFA adapter's uverbs file (the control path), as the
+// runtime timed it around the syscall.
+struct VerbCall {
+	std::string name; // steptrace's names: "reg_mr", "create_qp", ...
+	int64_t enter_ns = 0;
+	int64_t return_ns = 0;
+	uint64_t bytes = 0; // registrations: the region's length
+	int ret = 0;
+};
+
 struct Rank {
 	int rank = 0;
 	int pid = 0;
@@ -63,6 +73,7 @@ struct Rank {
 	std::vector<int> loader_tids;
 	std::string device;
 	std::vector<Step> steps;
+	std::vector<VerbCall> verbs; // EFA control path, in call order
 };
 
 struct Truth {

@@ -281,6 +281,10 @@ void attribute_step(RankCtx& r, StepResult& st) {
       }
     } else if (s.kind == SpanKind::nrt_tensor_write || s.kind == SpanKind::nrt_tensor_read) {
       paints.push_back({s.start, s.end, 5, Category::dma_submission});
+    } else if (s.kind == SpanKind::rdma_verb) {
+      // EFA control path inside a step (registering a buffer, a queue pair):
+      // the communication library's cost, paid on the hot path.
+      paints.push_back({s.start, s.end, 9, Category::collective});
     }
   }
   // A collective is a run of send/recv calls; the time between them (poll
@@ -728,6 +732,11 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
       apply_device_skew(ranks);
   }
   cross_rank(ranks, opt.skip_warmup_steps);
+  {
+    std::vector<RankResult*> rr;
+    for (auto& r : ranks) rr.push_back(&r.res);
+    job.fabric = summarize_fabric(tl, rr, opt.skip_warmup_steps);
+  }
 
   // Shares over counted steps; per-step gating.
   std::array<uint64_t, kCategories> sum{};

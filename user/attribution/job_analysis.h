@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attribution/categories.h"
+#include "attribution/fabric_setup.h"
 #include "loader/tracer.h"
 #include "signals/step_signals.h"
 #include "timeline/thread_table.h"
@@ -31,6 +32,9 @@ struct StepResult {
   uint64_t late_ns = 0;             // arrival - earliest arrival of any rank
   uint64_t copy_bytes = 0;
   uint32_t copies = 0;
+  uint32_t fabric_calls = 0;        // uverbs calls (EFA control path) that started in this step
+  uint64_t fabric_ns = 0;           // their time inside the step
+  uint64_t fabric_reg_bytes = 0;    // memory they registered
   Category gating = Category::other;
   signals::StepDeviceSignals dev;   // device counters (NDS, EFA, proxy threads) for this step
   uint64_t duration() const { return end_ns - start_ns; }
@@ -67,6 +71,7 @@ struct JobAnalysis {
   Verdict verdict;
   int skipped_warmup_steps = 1;
   signals::DeviceSignalsSummary signals;  // which device signals were available and what they say
+  FabricSummary fabric;                   // EFA control path (uverbs calls) as setup events
 };
 
 namespace signals {

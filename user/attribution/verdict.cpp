@@ -227,6 +227,30 @@ Verdict decide_verdict(const JobAnalysis& job, const TimelineStore& tl, const Dr
     v.evidence.push_back(fmt::format("main threads runnable but not running {:.1f} ms/step{}{}",
                                      per(Category::cpu_contention), who.empty() ? "" : "; preempted by ", who));
   }
+  // EFA control path on the hot path: registrations or queue setup inside
+  // counted steps (setup before the first step is expected and not evidence).
+  for (const auto& f : job.fabric.ranks) {
+    if (!f.counted_steps_with_calls) continue;
+    uint64_t calls = 0, ns = 0, reg_bytes = 0;
+    for (const auto& r : job.ranks)
+      if (r.rank == f.rank)
+        for (const auto& st : r.steps)
+          if (st.index >= job.skipped_warmup_steps) {
+            calls += st.fabric_calls;
+            ns += st.fabric_ns;
+            reg_bytes += st.fabric_reg_bytes;
+          }
+    std::string top;
+    for (const auto& vb : f.in_steps.verbs) top += fmt::format("{}{} x{}", top.empty() ? "" : ", ", vb.name, vb.calls);
+    const double n = f.counted_steps ? f.counted_steps : 1;
+    v.evidence.push_back(fmt::format(
+        "EFA control path inside steps: rank {} made {} uverbs calls in {} of {} counted steps ({:.2f} ms/step{}; {}); "
+        "register buffers and create queues once at start-up (a memory-registration cache that misses costs this "
+        "every step)",
+        f.rank, calls, f.counted_steps_with_calls, f.counted_steps, ms(static_cast<double>(ns) / n),
+        reg_bytes ? fmt::format(", {:.1f} MiB registered/step", static_cast<double>(reg_bytes) / 1048576.0 / n) : "",
+        top));
+  }
   if (v.incomplete)
     v.evidence.push_back(fmt::format("INCOMPLETE: {} events were dropped; shares may be off",
                                      drops.total_dropped()));

@@ -53,11 +53,16 @@ void add_output_flags(CLI::App* app, Options& o) {
   app->add_flag("--no-color", o.no_color, "No colour in the terminal report (colour is only used on a TTY)");
 }
 
-void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::vector<std::string>& accel) {
+void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::vector<std::string>& accel,
+                     std::vector<std::string>& rdma) {
   app->add_option("-d,--duration", o.duration_s, "Stop after this many seconds")->check(CLI::PositiveNumber);
   app->add_option("--accel-dev", accel,
                   "Accelerator device file to trace (repeatable; matched on device+inode, so a simulated "
                   "device works). Real Neuron devices are found by their /proc/devices major without it.");
+  app->add_option("--rdma-dev", rdma,
+                  "RDMA verbs file (/dev/infiniband/uverbsN) whose calls - the EFA control path: queue pairs, memory "
+                  "registrations - are shown as setup events (repeatable; matched on device+inode). Real uverbs "
+                  "devices are found by the infiniband_verbs major without it.");
   app->add_option("--ring-mib", o.ring_mib, "Ring buffer size in MiB (power of two)")->check(CLI::Range(1, 1024));
   app->add_option("--drain-ms", o.drain_ms, "Ring buffer drain interval in ms")->check(CLI::Range(1, 1000));
   app->add_option("--collectors", collectors, "Comma list: sched,block,net,accel,uprobe,all");
@@ -85,7 +90,7 @@ void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::ve
 Result<Options> parse_options(int argc, const char* const* argv, int* exit_code) {
   Options o;
   std::string collectors = "all";
-  std::vector<std::string> accel;
+  std::vector<std::string> accel, rdma;
   std::string pid_csv;
 
   CLI::App app{"steptrace: why is each training step as slow as it is?"};
@@ -97,20 +102,20 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   app.allow_extras(true);
 
   auto* run = app.add_subcommand("run", "Launch a job and trace it: steptrace run [opts] -- CMD ARGS...");
-  add_trace_flags(run, o, collectors, accel);
+  add_trace_flags(run, o, collectors, accel, rdma);
   // Everything after the first non-option (or after "--") is the job's argv.
   run->prefix_command(true);
   run->allow_extras(true);
 
   auto* attach = app.add_subcommand("attach", "Trace running processes, a cgroup, or the whole host");
-  add_trace_flags(attach, o, collectors, accel);
+  add_trace_flags(attach, o, collectors, accel, rdma);
   attach->add_option("-p,--pid", pid_csv, "PID[,PID...] (children are followed)");
   attach->add_option("--cgroup", o.target.cgroup_path, "cgroup v2 directory");
   attach->add_flag("--all", o.target.all, "Every process on the host");
 
   auto* record = app.add_subcommand(
       "record", "Record raw events to a capture file: record -o FILE [-p PID|--cgroup P|--all|-- CMD...]");
-  add_trace_flags(record, o, collectors, accel);
+  add_trace_flags(record, o, collectors, accel, rdma);
   record->add_option("-o,--output", o.record_path, "Capture file to write (mode 0600)")->required();
   record->add_option("-p,--pid", pid_csv, "PID[,PID...] (children are followed)");
   record->add_option("--cgroup", o.target.cgroup_path, "cgroup v2 directory");
@@ -125,7 +130,7 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
 
   auto* top = app.add_subcommand(
       "top", "Live view, refreshed every second (q or Ctrl-C quits): top [-p PID|--cgroup P|--all|-- CMD...]");
-  add_trace_flags(top, o, collectors, accel);
+  add_trace_flags(top, o, collectors, accel, rdma);
   top->add_option("-p,--pid", pid_csv, "PID[,PID...] (children are followed)");
   top->add_option("--cgroup", o.target.cgroup_path, "cgroup v2 directory");
   top->add_flag("--all", o.target.all, "Every process on the host");
@@ -194,6 +199,7 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
     if (!subs) return subs.error();
     o.subsystems = *subs;
     o.accel_devs = accel;
+    o.rdma_devs = rdma;
   }
   *exit_code = 0;
   return o;

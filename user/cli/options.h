@@ -24,6 +24,7 @@ struct Options {
   std::vector<std::string> argv;         // run: the job to launch
   TargetSpec target;
   std::vector<std::string> accel_devs;   // --accel-dev PATH (device or simulated device file)
+  std::vector<std::string> rdma_devs;    // --rdma-dev PATH (uverbs file, real or simulated)
   double duration_s = 0;                 // 0: until the job exits or SIGINT/SIGTERM
   uint32_t ring_mib = 16;                // ring buffer size, a power of two
   uint32_t drain_ms = 10;                // timer drain interval (no per-record wakeups)

@@ -30,6 +30,9 @@ void add_flags(CLI::App& app, DaemonConfig& c) {
   app.add_option("--ring-mib", c.ring_mib, "Ring buffer size in MiB (power of two)");
   app.add_option("--collectors", c.collectors, "Comma list: sched,block,net,accel,uprobe,all");
   app.add_option("--accel-dev", c.accel_devs, "Accelerator device file (repeatable; Neuron devices are found by major)");
+  app.add_option("--rdma-dev", c.rdma_devs,
+                 "RDMA verbs file whose calls (EFA control path) are traced (repeatable; uverbs devices are found by "
+                 "major)");
   app.add_option("--runtime-lib", c.runtime_libs, "Neuron runtime library to probe up front (repeatable)");
   app.add_option("--btf", c.btf_path, "Kernel BTF file when /sys/kernel/btf/vmlinux is missing");
   app.add_option("--host", c.host, "host label (default: the hostname)");
@@ -110,6 +113,7 @@ Result<Ok> apply_config_toml(const std::string& text, const std::string& origin,
         {"ring_mib", u32(c.ring_mib)},
         {"collectors", str(c.collectors)},
         {"accel_devs", strs(c.accel_devs)},
+        {"rdma_devs", strs(c.rdma_devs)},
         {"runtime_libs", strs(c.runtime_libs)},
         {"btf", str(c.btf_path)},
         {"host", str(c.host)},

@@ -26,6 +26,7 @@ struct DaemonConfig {
   uint32_t ring_mib = 16;
   std::string collectors = "all";
   std::vector<std::string> accel_devs;
+  std::vector<std::string> rdma_devs;  // uverbs files (EFA control path); real ones are found by major
   std::vector<std::string> runtime_libs;
   std::string btf_path;
   std::string host;                    // label; "" = gethostname()

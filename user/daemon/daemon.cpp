@@ -35,6 +35,7 @@
 #include "daemon/exposition.h"
 #include "daemon/flight_recorder.h"
 #include "decode/decoder.h"
+#include "loader/dev_files.h"
 #include "loader/features.h"
 #include "loader/preflight.h"
 #include "loader/tracer.h"
@@ -148,6 +149,7 @@ class Daemon {
   std::string host_;
   KernelFeatures features_;
   uint32_t neuron_major_ = 0;
+  uint32_t uverbs_major_ = 0;
   uint32_t base_subsystems_ = 0;
   uint32_t active_subsystems_ = 0;
   uint32_t drain_ms_ = 10;
@@ -163,7 +165,7 @@ class Daemon {
   DropStats drops_base_{};           // counters of tracers that were replaced
   double bpf_base_s_ = 0;
   std::map<std::string, double> prog_base_s_;
-  std::vector<bool> accel_resolved_;
+  DevFileSet dev_files_;
 
   ProcScanner scanner_;
   std::map<uint32_t, ProcIdentity> tracked_;  // accelerator holders and their followed descendants' roots
@@ -234,6 +236,8 @@ Status Daemon::start() {
   base_subsystems_ = *parse_subsystems(cfg_.collectors);
   neuron_major_ = SysRoot().char_major("neuron").value_or(0);
   if (neuron_major_) log::info("found Neuron devices: char major {}", neuron_major_);
+  uverbs_major_ = SysRoot().char_major("infiniband_verbs").value_or(0);
+  if (uverbs_major_) log::info("found RDMA verbs devices (EFA control path): char major {}", uverbs_major_);
   drain_ms_ = cfg_.drain_ms;
   apply_runtime_config();
 
@@ -329,15 +333,17 @@ Status Daemon::build_tracer() {
   ts.subsystems = active_subsystems_;
   ts.ring_bytes = static_cast<uint64_t>(cfg_.ring_mib) << 20;
   ts.btf_path = cfg_.btf_path;
-  ts.n_accel_devs = static_cast<uint32_t>(cfg_.accel_devs.size());
+  dev_files_ = DevFileSet(cfg_.accel_devs, cfg_.rdma_devs);
+  ts.n_accel_devs = dev_files_.size();
   ts.neuron_major = neuron_major_;
+  ts.uverbs_major = uverbs_major_;
+  ts.rdma_verbs = uverbs_major_ != 0 || dev_files_.has_rdma();
   auto tracer = BpfTracer::create(ts, features_);
   if (!tracer) return make_error(fmt::format("cannot trace: {}", tracer.error().message));
   tracer_ = std::move(*tracer);
   auto reader = RingReader::create(tracer_->ring_map_fd(), [this](const void* d, size_t n) { on_record(d, n); });
   if (!reader) return reader.error();
   reader_ = std::move(*reader);
-  accel_resolved_.assign(cfg_.accel_devs.size(), false);
   resolve_accel_devs(true);
   probed_libs_.clear();
   if (active_subsystems_ & ST_SUB_UPROBE) {
@@ -408,21 +414,7 @@ void Daemon::apply_level(int level, const char* why) {
 
 void Daemon::resolve_accel_devs(bool first_time) {
   if (!tracer_) return;
-  for (size_t i = 0; i < cfg_.accel_devs.size() && i < accel_resolved_.size(); ++i) {
-    if (accel_resolved_[i]) continue;
-    struct stat st {};
-    if (::stat(cfg_.accel_devs[i].c_str(), &st) != 0) {
-      if (first_time) log::info("--accel-dev {} does not exist yet; watching for it", cfg_.accel_devs[i]);
-      continue;
-    }
-    uint32_t dev = kernel_dev_from_user(st.st_dev);
-    if (auto s = tracer_->add_accel_dev(dev, st.st_ino, static_cast<uint32_t>(i)); !s) {
-      log::warn("{}", s.error().message);
-      continue;
-    }
-    accel_resolved_[i] = true;
-    log::info("watching accelerator device {} (inode {})", cfg_.accel_devs[i], st.st_ino);
-  }
+  if (auto s = dev_files_.resolve(*tracer_, first_time); !s) log::warn("{}", s.error().message);
 }
 
 void Daemon::track(uint32_t pid, bool log_it) {
@@ -799,8 +791,8 @@ void Daemon::reload() {
     return;
   }
   if (c->listen != cfg_.listen || c->ring_mib != cfg_.ring_mib || c->btf_path != cfg_.btf_path ||
-      c->collectors != cfg_.collectors || c->accel_devs != cfg_.accel_devs)
-    log::warn("reload: listen, ring_mib, btf, collectors and accel_devs take effect at restart");
+      c->collectors != cfg_.collectors || c->accel_devs != cfg_.accel_devs || c->rdma_devs != cfg_.rdma_devs)
+    log::warn("reload: listen, ring_mib, btf, collectors, accel_devs and rdma_devs take effect at restart");
   DaemonConfig keep = cfg_;
   cfg_ = *c;
   cfg_.listen = keep.listen;
@@ -808,6 +800,7 @@ void Daemon::reload() {
   cfg_.btf_path = keep.btf_path;
   cfg_.collectors = keep.collectors;
   cfg_.accel_devs = keep.accel_devs;
+  cfg_.rdma_devs = keep.rdma_devs;
   apply_runtime_config();
   drain_ms_ = budget_.level() >= 1 ? std::max<uint32_t>(cfg_.drain_ms * 10, 100) : cfg_.drain_ms;
   ++reload_ok_;

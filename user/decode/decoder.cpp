@@ -26,6 +26,7 @@ std::string_view kind_name(uint32_t kind) {
     case ST_EV_ACCEL_IOCTL: return "accel_ioctl";
     case ST_EV_UPROBE: return "uprobe";
     case ST_EV_ACCEL_TP: return "accel_tp";
+    case ST_EV_RDMA_VERB: return "rdma_verb";
     default: return "unknown";
   }
 }
@@ -80,6 +81,7 @@ std::optional<Event> Decoder::decode(const void* data, size_t len) {
     case ST_EV_ACCEL_IOCTL: return copy_as<st_accel_ioctl>(data, len, stats_, h.kind);
     case ST_EV_UPROBE: return copy_as<st_uprobe>(data, len, stats_, h.kind);
     case ST_EV_ACCEL_TP: return copy_as<st_accel_tp>(data, len, stats_, h.kind);
+    case ST_EV_RDMA_VERB: return copy_as<st_rdma_verb>(data, len, stats_, h.kind);
     default: ++stats_.unknown_kind; return std::nullopt;
   }
 }

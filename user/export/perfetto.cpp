@@ -8,6 +8,7 @@
 #include <set>
 
 #include "decode/neuron_cmd.h"
+#include "decode/rdma_verb.h"
 #include "export/report_stats.h"
 
 namespace steptrace {
@@ -23,6 +24,7 @@ const char* span_name(SpanKind k) {
     case SpanKind::nrt_execute: return "nrt_execute";
     case SpanKind::nrt_tensor_write: return "nrt_tensor_write";
     case SpanKind::nrt_tensor_read: return "nrt_tensor_read";
+    case SpanKind::rdma_verb: return "uverbs";
   }
   return "call";
 }
@@ -130,6 +132,11 @@ json perfetto_trace(const SessionReport& r, const PerfettoOptions& opt) {
           name = std::string(neuron_cmd_name(s->cmd));
           args["cmd"] = s->cmd;
           args["ret"] = s->ret;
+        } else if (s->kind == SpanKind::rdma_verb) {
+          VerbInfo v = rdma_verb_info(s->cmd >> 16, s->cmd & 0xffff, s->flags);
+          name = "uverbs " + v.name;
+          args["group"] = std::string(verb_group_name(v.group));
+          args["ret"] = s->ret;
         }
         if (s->bytes) args["bytes"] = s->bytes;
         if (s->sock_id) {
@@ -138,6 +145,7 @@ json perfetto_trace(const SessionReport& r, const PerfettoOptions& opt) {
         }
         const char* cat = s->kind == SpanKind::ioctl                                       ? "ioctl"
                           : (s->kind == SpanKind::net_send || s->kind == SpanKind::net_recv) ? "net"
+                          : s->kind == SpanKind::rdma_verb                                   ? "efa_control"
                                                                                              : "runtime";
         ev.push_back({{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", t->pid}, {"tid", ctid},
                       {"ts", us(s->start)}, {"dur", dur_us(s->start, s->end)}, {"args", args}});

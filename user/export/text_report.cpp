@@ -93,6 +93,30 @@ void steps_table(std::string& o, const JobAnalysis& job, const RankResult& rk, c
 
 }  // namespace
 
+// The EFA control path as setup events: one line per rank and phase.
+void efa_control_section(std::string& o, const JobAnalysis& job, const Painter& paint) {
+  if (job.fabric.ranks.empty()) return;
+  o += "\n" + paint("EFA control path (uverbs calls: setup events)", "1") + "\n";
+  auto line = [&](const RankFabric& f, const char* when, const FabricPhase& p, const std::string& tail) {
+    if (!p.calls) return;
+    std::string verbs;
+    for (const auto& v : p.verbs) {
+      verbs += fmt::format("{}{} x{}", verbs.empty() ? "" : ", ", v.name, v.calls);
+      if (v.bytes) verbs += fmt::format(" ({:.1f} MiB)", static_cast<double>(v.bytes) / 1048576.0);
+      if (v.errors) verbs += fmt::format(" [{} failed]", v.errors);
+    }
+    std::string who = f.rank >= 0 ? fmt::format("rank {}", f.rank) : fmt::format("pid {}", f.pid);
+    o += wrap(fmt::format("  {} {:<9} {:>4} calls {:>9.2f} ms  ", who, when, p.calls, ms(p.total_ns)),
+              verbs + tail, "      ");
+  };
+  for (const auto& f : job.fabric.ranks) {
+    line(f, "setup", f.setup, "");
+    line(f, "in steps", f.in_steps,
+         fmt::format(" - in {} of {} counted steps", f.counted_steps_with_calls, f.counted_steps));
+    line(f, "teardown", f.teardown, "");
+  }
+}
+
 bool want_color(bool no_color_flag, int fd) {
   if (no_color_flag) return false;
   const char* nc = std::getenv("NO_COLOR");
@@ -175,6 +199,7 @@ std::string format_report_text(const SessionReport& r, const TextStyle& style) {
                                   v.straggler_rank, human_ns(v.straggler_late_ns), category_name(v.straggler_cause)),
                 "  ");
   }
+  efa_control_section(o, job, paint);
 
   // Detail tables with -v.
   const auto& c = r.analysis.collectors;

@@ -5,10 +5,11 @@
 
 namespace steptrace {
 
-TierPlan plan_tiers(const KernelFeatures& f, uint32_t sub, bool allow_kprobes, bool accel_devs) {
+TierPlan plan_tiers(const KernelFeatures& f, uint32_t sub, bool allow_kprobes, bool accel_devs, bool rdma_verbs) {
   TierPlan p;
   const bool kp = allow_kprobes && f.kprobes;
   p.accel_devs = accel_devs;
+  p.rdma_verbs = rdma_verbs && (sub & ST_SUB_ACCEL);
   if (sub & ST_SUB_ACCEL) {
     p.accel_kprobe = kp && f.neuron_ioctl_sym && !accel_devs;
     if (!f.tracefs.empty()) p.neuron_tps = f.neuron_tps;
@@ -17,7 +18,7 @@ TierPlan plan_tiers(const KernelFeatures& f, uint32_t sub, bool allow_kprobes, b
     p.net_tp = f.tp_sock_length;
     p.net_kprobe = !p.net_tp && kp && f.kprobe_tcp;
   }
-  p.syscalls = (sub & ST_SUB_SCHED) || ((sub & ST_SUB_ACCEL) && !p.accel_kprobe) || p.net_tp;
+  p.syscalls = (sub & ST_SUB_SCHED) || ((sub & ST_SUB_ACCEL) && !p.accel_kprobe) || p.net_tp || p.rdma_verbs;
   return p;
 }
 
@@ -32,6 +33,7 @@ std::vector<AttachTier> TierPlan::describe(uint32_t sub, const KernelFeatures& f
   };
   if (sub & ST_SUB_SCHED) add("yields, blocked-in syscall");
   if ((sub & ST_SUB_ACCEL) && !accel_kprobe) add("accel ioctls");
+  if (rdma_verbs) add("uverbs calls");
   if (net_tp) add("net call durations");
   t.push_back({"syscalls", syscalls ? sys + ")" : "not attached (no per-syscall tax)"});
   if (!(sub & ST_SUB_ACCEL)) {
@@ -45,6 +47,8 @@ std::vector<AttachTier> TierPlan::describe(uint32_t sub, const KernelFeatures& f
     if (tps.empty())
       tps = f.tracefs.empty() ? "none (tracefs not mounted)" : "none (no neuron:* tracepoints with the known layout)";
     t.push_back({"accel_tp", tps});
+    t.push_back({"efa_ctl", rdma_verbs ? "tp_btf sys_enter/sys_exit, ioctl/write on uverbs files (EFA control path)"
+                                       : "none (no infiniband_verbs devices, no --rdma-dev)"});
   }
   if (!(sub & ST_SUB_BLOCK)) t.push_back({"block", "disabled"});
   else

@@ -29,12 +29,16 @@ struct TierPlan {
   bool net_kprobe = false;    // kprobe/kretprobe tcp_sendmsg/tcp_recvmsg (6.1)
   std::vector<std::string> neuron_tps;  // neuron:* tracepoints to attach (accel evidence)
   bool accel_devs = false;              // --accel-dev given (kept for describe())
+  bool rdma_verbs = false;              // uverbs calls decoded in the syscall hook (EFA control path)
   std::vector<AttachTier> describe(uint32_t subsystems, const KernelFeatures& f) const;
 };
 
 // allow_kprobes=false forces the tracepoint tiers (--no-kprobes, for comparison).
 // accel_devs: --accel-dev files were given. Those may be any file (a simulated
 // device), which only the syscall hook sees, so the kprobe tier is not used.
-TierPlan plan_tiers(const KernelFeatures& f, uint32_t subsystems, bool allow_kprobes = true, bool accel_devs = false);
+// rdma_verbs: uverbs devices exist (or --rdma-dev was given); their calls are
+// only seen by the syscall hook, so it stays attached for them.
+TierPlan plan_tiers(const KernelFeatures& f, uint32_t subsystems, bool allow_kprobes = true, bool accel_devs = false,
+                    bool rdma_verbs = false);
 
 }  // namespace steptrace

@@ -60,6 +60,8 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
   cfg.self_tgid = settings_.self_tgid ? settings_.self_tgid : static_cast<uint32_t>(::getpid());
   cfg.neuron_major = settings_.neuron_major;
   cfg.n_accel_devs = settings_.n_accel_devs;
+  cfg.uverbs_major = settings_.uverbs_major;
+  cfg.rdma_verbs = settings_.rdma_verbs ? 1 : 0;
 
   if (bpf_map__set_max_entries(skel_->maps.st_events, static_cast<uint32_t>(settings_.ring_bytes)))
     return make_error(fmt::format("ring buffer size {} rejected", settings_.ring_bytes));
@@ -69,7 +71,7 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
   auto off = [](bpf_program* p) { bpf_program__set_autoload(p, false); };
   auto manual = [](bpf_program* p) { bpf_program__set_autoattach(p, false); };
   const uint32_t sub = settings_.subsystems;
-  plan_ = plan_tiers(f, sub, settings_.allow_kprobes, settings_.n_accel_devs > 0);
+  plan_ = plan_tiers(f, sub, settings_.allow_kprobes, settings_.n_accel_devs > 0, settings_.rdma_verbs);
   tiers_ = plan_.describe(sub, f);
   if (!(sub & ST_SUB_SCHED)) {
     off(skel_->progs.st_sched_switch);

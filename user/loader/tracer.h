@@ -27,7 +27,9 @@ struct TracerSettings {
   uint32_t subsystems = ST_SUB_SCHED | ST_SUB_BLOCK | ST_SUB_NET | ST_SUB_ACCEL | ST_SUB_UPROBE;
   uint32_t self_tgid = 0;
   uint32_t neuron_major = 0;
-  uint32_t n_accel_devs = 0;       // how many --accel-dev entries may be added later
+  uint32_t n_accel_devs = 0;       // how many --accel-dev / --rdma-dev entries may be added later
+  uint32_t uverbs_major = 0;       // "infiniband_verbs" char major, 0 = none
+  bool rdma_verbs = false;         // decode uverbs calls (EFA control path)
   uint64_t ring_bytes = 16ull << 20;
   std::string btf_path;            // custom BTF for CO-RE ("" = kernel's)
   bool allow_kprobes = true;       // false: tracepoint tiers only (--no-kprobes)

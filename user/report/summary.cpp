@@ -192,6 +192,9 @@ nlohmann::json job_json(const JobAnalysis& job) {
                        {"arrival_ns", st.arrival_ns},
                        {"late_ns", st.late_ns},
                        {"copy_bytes", st.copy_bytes},
+                       {"fabric_calls", st.fabric_calls},
+                       {"fabric_ns", st.fabric_ns},
+                       {"fabric_reg_bytes", st.fabric_reg_bytes},
                        {"gating", std::string(category_name(st.gating))},
                        {"device", signals::step_to_json(st.dev)}});
     ranks.push_back({{"rank", r.rank},
@@ -205,8 +208,31 @@ nlohmann::json job_json(const JobAnalysis& job) {
                      {"counted_ns", r.counted_ns},
                      {"steps", steps}});
   }
+  auto phase = [](const FabricPhase& p) {
+    json verbs = json::array();
+    for (const auto& v : p.verbs)
+      verbs.push_back({{"name", v.name},
+                       {"group", std::string(verb_group_name(v.group))},
+                       {"calls", v.calls},
+                       {"errors", v.errors},
+                       {"total_ns", v.total_ns},
+                       {"max_ns", v.max_ns},
+                       {"bytes", v.bytes}});
+    return json{{"calls", p.calls}, {"errors", p.errors}, {"total_ns", p.total_ns}, {"bytes", p.bytes},
+                {"first_ns", p.first_ns}, {"last_ns", p.last_ns}, {"verbs", verbs}};
+  };
+  json fabric = json::array();
+  for (const auto& f : job.fabric.ranks)
+    fabric.push_back({{"rank", f.rank},
+                      {"pid", f.pid},
+                      {"setup", phase(f.setup)},
+                      {"in_steps", phase(f.in_steps)},
+                      {"teardown", phase(f.teardown)},
+                      {"counted_steps", f.counted_steps},
+                      {"counted_steps_with_calls", f.counted_steps_with_calls}});
   return {{"verdict", verdict}, {"mean_share", shares}, {"skipped_warmup_steps", job.skipped_warmup_steps},
-          {"ranks", ranks}, {"device_signals", signals::summary_to_json(job.signals)}};
+          {"ranks", ranks}, {"device_signals", signals::summary_to_json(job.signals)},
+          {"efa_control_path", fabric}};
 }
 
 nlohmann::json summary_json(const SessionReport& r) {

@@ -150,9 +150,13 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   ts.ring_bytes = static_cast<uint64_t>(o.ring_mib) << 20;
   ts.btf_path = o.btf_path;
   ts.allow_kprobes = o.allow_kprobes;
-  ts.n_accel_devs = static_cast<uint32_t>(o.accel_devs.size());
+  s->dev_files_ = DevFileSet(o.accel_devs, o.rdma_devs);
+  ts.n_accel_devs = s->dev_files_.size();
   ts.neuron_major = root.char_major("neuron").value_or(0);
   if (ts.neuron_major) log::info("found Neuron devices: char major {}", ts.neuron_major);
+  ts.uverbs_major = root.char_major("infiniband_verbs").value_or(0);
+  if (ts.uverbs_major) log::info("found RDMA verbs devices (EFA control path): char major {}", ts.uverbs_major);
+  ts.rdma_verbs = ts.uverbs_major != 0 || s->dev_files_.has_rdma();
 
   std::vector<uint32_t> seed;
   const bool launch = !o.argv.empty();  // run, or record -- CMD
@@ -176,17 +180,8 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
     }
   }
 
-  // Validate --accel-dev before loading anything: a path that does not exist
-  // and cannot appear (its directory is missing) is a user error.
-  s->accel_resolved_.assign(o.accel_devs.size(), false);
-  for (const auto& p : o.accel_devs) {
-    struct stat st {};
-    if (::stat(p.c_str(), &st) == 0) continue;
-    auto parent = std::filesystem::path(p).parent_path();
-    if (parent.empty()) parent = ".";
-    if (!std::filesystem::is_directory(parent))
-      return make_error(fmt::format("unknown --accel-dev {}: no such file or directory", p));
-  }
+  // Validate --accel-dev / --rdma-dev before loading anything.
+  if (auto st = s->dev_files_.validate(); !st) return st.error();
 
   auto tracer = BpfTracer::create(ts, s->features_);
   if (!tracer) return tracer.error();
@@ -200,7 +195,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   if (!reader) return reader.error();
   s->reader_ = std::move(*reader);
 
-  if (auto st = s->resolve_accel_devs(true); !st) return st.error();
+  if (auto st = s->dev_files_.resolve(*s->tracer_, true); !st) return st.error();
 
   if (o.subsystems & ST_SUB_UPROBE) {
     for (const auto& lib : o.runtime_libs) s->attach_lib(lib);
@@ -243,24 +238,6 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   return s;
 }
 
-Status Session::resolve_accel_devs(bool first_time) {
-  for (size_t i = 0; i < opts_.accel_devs.size(); ++i) {
-    if (accel_resolved_[i]) continue;
-    struct stat st {};
-    if (::stat(opts_.accel_devs[i].c_str(), &st) != 0) {
-      if (first_time) log::info("--accel-dev {} does not exist yet; watching for it", opts_.accel_devs[i]);
-      continue;
-    }
-    // Matched on the file's own node (s_dev, inode): a device node in devtmpfs
-    // and a simulated device file in a FUSE mount work the same way.
-    uint32_t dev = kernel_dev_from_user(st.st_dev);
-    if (auto s = tracer_->add_accel_dev(dev, st.st_ino, static_cast<uint32_t>(i)); !s) return s;
-    accel_resolved_[i] = true;
-    log::info("tracing accelerator device {} (dev {}, inode {})", opts_.accel_devs[i], format_dev(dev), st.st_ino);
-  }
-  return Ok{};
-}
-
 nlohmann::json Session::capture_meta() const {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
@@ -275,6 +252,7 @@ nlohmann::json Session::capture_meta() const {
           {"argv", opts_.argv},
           {"pids", opts_.target.pids},
           {"accel_devs", opts_.accel_devs},
+          {"rdma_devs", opts_.rdma_devs},
           {"subsystems", opts_.subsystems},
           {"ring_mib", opts_.ring_mib},
           {"drain_ms", opts_.drain_ms},
@@ -317,10 +295,11 @@ void Session::on_record(const void* data, size_t len) {
 }
 
 Status Session::poll() {
+  // Device files first: a simulated device's first ioctls follow its mount closely.
+  if (auto s = dev_files_.resolve(*tracer_, false); !s) return s;
   auto n = reader_->drain();
   if (!n) return n.error();
   reorder_.release([this](const Event& e) { report_.analysis.on_event(e); });
-  if (auto s = resolve_accel_devs(false); !s) return s;
   if (!scan_.empty()) scan_for_libs();
   if (signals_) {
     std::vector<uint32_t> pids;
@@ -335,7 +314,12 @@ Status Session::run_loop(const std::atomic<bool>* stop) {
   const uint64_t deadline =
       opts_.duration_s > 0 ? start_mono_ns_ + static_cast<uint64_t>(opts_.duration_s * 1e9) : UINT64_MAX;
   while (!(stop && stop->load())) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(opts_.drain_ms));
+    // While a named device file has not appeared, look for it every
+    // millisecond for the first 30 s: ioctls on it before it is known are
+    // not seen (a simulated device is mounted by the job and used at once).
+    const bool watch_devs =
+        dev_files_.pending() && monotonic_ns() - start_mono_ns_ < 30'000'000'000ull;
+    std::this_thread::sleep_for(std::chrono::milliseconds(watch_devs ? 1u : opts_.drain_ms));
     if (auto s = poll(); !s) return s;
     if (child_ && child_->reap(&job_status_)) break;
     if (monotonic_ns() >= deadline) break;
@@ -368,9 +352,7 @@ Result<SessionReport> Session::finish() {
   }
   report_.tracer_cpu_s = process_cpu_s() - start_cpu_s_;
   report_.wall_s = static_cast<double>(end - start_mono_ns_) / 1e9;
-  for (size_t i = 0; i < accel_resolved_.size(); ++i)
-    if (!accel_resolved_[i])
-      report_.warnings.push_back(fmt::format("--accel-dev {} never appeared", opts_.accel_devs[i]));
+  for (auto& w : dev_files_.never_appeared()) report_.warnings.push_back(std::move(w));
   if (child_) {
     if (job_status_ < 0 && !child_->reap(&job_status_)) {
       // Duration elapsed or interrupted: the job keeps running only in attach mode.

@@ -16,6 +16,7 @@
 #include "capture/reorder.h"
 #include "capture/ring_reader.h"
 #include "cli/options.h"
+#include "loader/dev_files.h"
 #include "loader/features.h"
 #include "loader/tracer.h"
 #include "session/analysis.h"
@@ -50,7 +51,6 @@ class Session {
 
  private:
   Session() = default;
-  Status resolve_accel_devs(bool first_time);
   // Runtime library / step marker discovery: uprobes once per library file.
   void note_new_process(uint32_t pid);
   void scan_for_libs();
@@ -70,7 +70,7 @@ class Session {
   Decoder decoder_;
   Reorderer reorder_;
   SessionReport report_;
-  std::vector<bool> accel_resolved_;
+  DevFileSet dev_files_;
   LibScanQueue scan_;
   std::set<std::string> probed_libs_;
   uint64_t start_mono_ns_ = 0;

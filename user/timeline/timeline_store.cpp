@@ -98,6 +98,16 @@ void TimelineStore::on_event(const Event& ev) {
           s.bytes = e.bytes;
           s.ret = e.ret;
           get(e.hdr.pid, e.hdr.tid).spans.push_back(s);
+        } else if constexpr (std::is_same_v<T, st_rdma_verb>) {
+          Span s;
+          s.start = e.enter_ts;
+          s.end = ts;
+          s.kind = SpanKind::rdma_verb;
+          s.cmd = static_cast<uint32_t>(e.object_id) << 16 | e.method_id;
+          s.flags = e.write_cmd;
+          s.bytes = e.bytes;
+          s.ret = e.ret;
+          get(e.hdr.pid, e.hdr.tid).spans.push_back(s);
         } else if constexpr (std::is_same_v<T, st_net_xfer>) {
           Span s;
           s.start = e.dur_ns && e.dur_ns < ts ? ts - e.dur_ns : ts;

@@ -25,13 +25,13 @@ struct StateSeg {
   uint32_t preempted_by = 0; // runnable after preemption: the tid that took the CPU
 };
 
-enum class SpanKind : uint8_t { ioctl, net_send, net_recv, nrt_execute, nrt_tensor_write, nrt_tensor_read };
+enum class SpanKind : uint8_t { ioctl, net_send, net_recv, nrt_execute, nrt_tensor_write, nrt_tensor_read, rdma_verb };
 
 struct Span {
   uint64_t start = 0, end = 0;
   SpanKind kind = SpanKind::ioctl;
-  uint32_t cmd = 0;       // ioctl command
-  uint32_t flags = 0;     // ST_ACCEL_* for ioctls
+  uint32_t cmd = 0;       // ioctl command; rdma_verb: object << 16 | method
+  uint32_t flags = 0;     // ST_ACCEL_* for ioctls; rdma_verb: legacy command number or ST_RDMA_NO_CMD
   uint64_t bytes = 0;
   uint64_t sock_id = 0;   // net spans
   int64_t ret = 0;

@@ -17,6 +17,9 @@ namespace {
 constexpr fuse_ino_t kFirstDeviceIno = 2; // 1 is the root directory
 // neuronN.nds: a symlink naming device N's datastore window file.
 constexpr fuse_ino_t kFirstNdsIno = 1u << 20;
+// uverbs0: the fake EFA adapter's verbs file.
+constexpr fuse_ino_t kUverbsIno = 1u << 21;
+constexpr const char *kUverbsName = "uverbs0";
 
 FuseServer *server(fuse_req_t req)
 {
@@ -52,6 +55,11 @@ bool fill_attr(fuse_req_t req, fuse_ino_t ino, struct stat *st)
 		st->st_nlink = 2;
 		return true;
 	}
+	if (ino == kUverbsIno) {
+		st->st_mode = S_IFREG | 0666;
+		st->st_nlink = 1;
+		return true;
+	}
 	if (ino >= kFirstNdsIno) {
 		Device *d = device_of(req, ino - kFirstNdsIno + kFirstDeviceIno);
 		if (!d || d->nds_path().empty())
@@ -73,6 +81,15 @@ bool fill_attr(fuse_req_t req, fuse_ino_t ino, struct stat *st)
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	name_worker();
+	if (parent == FUSE_ROOT_ID && strcmp(name, kUverbsName) == 0) {
+		fuse_entry_param e{};
+		e.ino = kUverbsIno;
+		fill_attr(req, e.ino, &e.attr);
+		e.attr_timeout = 3600;
+		e.entry_timeout = 3600;
+		fuse_reply_entry(req, &e);
+		return;
+	}
 	unsigned idx;
 	char tail;
 	int n = sscanf(name, "neuron%u%c", &idx, &tail);
@@ -113,11 +130,12 @@ void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_fil
 	std::vector<char> buf(size);
 	size_t used = 0;
 	size_t n = server(req)->devices().size();
-	// Entries: ".", "..", neuron0..neuronN-1; `off` is the next entry index.
-	for (size_t i = static_cast<size_t>(off); i < n + 2; i++) {
-		std::string name = i == 0 ? "." : i == 1 ? ".." : "neuron" + std::to_string(i - 2);
+	// Entries: ".", "..", neuron0..neuronN-1, uverbs0; `off` is the next entry index.
+	for (size_t i = static_cast<size_t>(off); i < n + 3; i++) {
+		const bool uverbs = i == n + 2;
+		std::string name = i == 0 ? "." : i == 1 ? ".." : uverbs ? kUverbsName : "neuron" + std::to_string(i - 2);
 		struct stat st{};
-		st.st_ino = i < 2 ? FUSE_ROOT_ID : kFirstDeviceIno + (i - 2);
+		st.st_ino = i < 2 ? FUSE_ROOT_ID : uverbs ? kUverbsIno : kFirstDeviceIno + (i - 2);
 		st.st_mode = i < 2 ? S_IFDIR : S_IFREG;
 		size_t need = fuse_add_direntry(req, buf.data() + used, size - used, name.c_str(), &st,
 						static_cast<off_t>(i + 1));
@@ -142,7 +160,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino)
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi)
 {
 	name_worker();
-	if (!device_of(req, ino)) {
+	if (!device_of(req, ino) && ino != kUverbsIno) {
 		fuse_reply_err(req, ino == FUSE_ROOT_ID ? EISDIR : ENOENT);
 		return;
 	}
@@ -156,7 +174,7 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, fuse_
 {
 	name_worker();
 	Device *dev = device_of(req, ino);
-	if (!dev) {
+	if (!dev && ino != kUverbsIno) {
 		fuse_reply_err(req, ENOTTY);
 		return;
 	}
@@ -165,13 +183,29 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, fuse_
 		return;
 	}
 	pid_t tid = fuse_req_ctx(req)->pid;
-	int rc = dev->ioctl(tid, cmd, reinterpret_cast<uint64_t>(arg), in_buf, in_bufsz);
+	int rc = dev ? dev->ioctl(tid, cmd, reinterpret_cast<uint64_t>(arg), in_buf, in_bufsz)
+		     : server(req)->verbs().ioctl(tid, cmd, reinterpret_cast<uint64_t>(arg), in_buf, in_bufsz);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
 		// Nothing goes back through FUSE's bounce buffer: results were written
 		// to the caller's memory directly, as the driver's copy_to_user does.
 		fuse_reply_ioctl(req, rc, nullptr, 0);
+}
+
+// Legacy verbs commands arrive as write(2) on uverbs0; chips take no writes.
+void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t, fuse_file_info *)
+{
+	name_worker();
+	if (ino != kUverbsIno) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	long rc = server(req)->verbs().write(fuse_req_ctx(req)->pid, buf, size);
+	if (rc < 0)
+		fuse_reply_err(req, static_cast<int>(-rc));
+	else
+		fuse_reply_write(req, static_cast<size_t>(rc));
 }
 
 const fuse_lowlevel_ops kOps = [] {
@@ -182,12 +216,16 @@ const fuse_lowlevel_ops kOps = [] {
 	ops.open = op_open;
 	ops.readlink = op_readlink;
 	ops.ioctl = op_ioctl;
+	ops.write = op_write;
 	return ops;
 }();
 
 } // namespace
 
-FuseServer::FuseServer(std::vector<std::unique_ptr<Device>> &devices) : devices_(devices) {}
+FuseServer::FuseServer(std::vector<std::unique_ptr<Device>> &devices, VerbsAdapter &verbs)
+	: devices_(devices), verbs_(verbs)
+{
+}
 
 bool FuseServer::mount(const std::string &dir, std::string *err)
 {

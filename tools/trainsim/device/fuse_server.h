@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 // fuse_server.h - serves one regular file per simulated chip (neuron0,
-// neuron1, ...) from a FUSE mount, and routes ioctls on those files to the
-// Devices. The kernel sees a real ioctl(2) on a real file; steptrace keys it
+// neuron1, ...) and one for the fake EFA adapter's verbs (uverbs0) from a
+// FUSE mount, and routes ioctls (and, for uverbs0, writes) to them. The kernel sees a real ioctl(2) on a real file; steptrace keys it
 // by st_dev/st_ino (--accel-dev).
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "device/engine.h"
+#include "device/verbs.h"
 
 struct fuse_session;
 
@@ -17,7 +18,8 @@ namespace trainsim::device {
 
 class FuseServer {
 public:
-	explicit FuseServer(std::vector<std::unique_ptr<Device>> &devices);
+	// `verbs`: the adapter behind <dir>/uverbs0 (the EFA control path).
+	FuseServer(std::vector<std::unique_ptr<Device>> &devices, VerbsAdapter &verbs);
 	// Mounts on `dir` (must exist). Returns false with a message on failure.
 	bool mount(const std::string &dir, std::string *err);
 	// Serves until SIGINT/SIGTERM/SIGHUP (multi-threaded: a copy that sleeps
@@ -26,9 +28,11 @@ public:
 	~FuseServer();
 
 	std::vector<std::unique_ptr<Device>> &devices() { return devices_; }
+	VerbsAdapter &verbs() { return verbs_; }
 
 private:
 	std::vector<std::unique_ptr<Device>> &devices_;
+	VerbsAdapter &verbs_;
 	::fuse_session *se_ = nullptr;
 	bool mounted_ = false;
 	bool signals_ = false;

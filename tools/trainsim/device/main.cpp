@@ -52,9 +52,10 @@ int main(int argc, char **argv)
 	for (int i = 0; i < cfg.devices; i++)
 		devices.push_back(std::make_unique<Device>(i, cfg, fabric));
 
+	VerbsAdapter verbs;
 	int rc;
 	{
-		FuseServer server(devices);
+		FuseServer server(devices, verbs);
 		std::string err;
 		if (!server.mount(dir, &err)) {
 			fprintf(stderr, "trainsim-device: %s\n", err.c_str());
@@ -66,6 +67,9 @@ int main(int argc, char **argv)
 		}
 		rc = server.run();
 	} // unmounts here, before the devices go away
+	if (verbose)
+		fprintf(stderr, "trainsim-device: uverbs0 calls=%lu registered_bytes=%lu\n",
+			static_cast<unsigned long>(verbs.calls()), static_cast<unsigned long>(verbs.registered_bytes()));
 	for (auto &d : devices) {
 		d->stop();
 		if (verbose) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "nrt/nrt_signals.h"
+#include "nrt/nrt_verbs.h"
 #include "sim/clock.h"
 #include "sim_protocol.h"
 
@@ -182,6 +183,7 @@ void nrt_close(void)
 	neuron_arg_neuron_ds_info ds{};
 	crwl_arg range{};
 	trainsim::nrt_signals::proxy_stop();
+	trainsim::nrt_verbs::teardown();
 	trainsim::nrt_signals::nds_detach();
 	ioctl(r.fd, NEURON_CMD_RELEASE_NEURON_DS, &ds);
 	dev_ioctl(NEURON_CMD_CRWL_NC_RANGE_UNMARK, &range, "CRWL_NC_RANGE_UNMARK");
@@ -255,6 +257,9 @@ NRT_STATUS nrt_load(const void *neff_bytes, size_t size, int32_t start_nc, int32
 		delete m;
 		return st;
 	}
+	// nrt_load_collectives: the EFA endpoint and the collective buffer's
+	// registration (only with a fake adapter, $TRAINSIM_UVERBS_DEVICE).
+	trainsim::nrt_verbs::setup(neff.cc_bytes ? neff.cc_bytes : 16ull << 20);
 	*model = m;
 	return NRT_SUCCESS;
 }
@@ -428,6 +433,16 @@ int trainsim_nrt_last_exec(struct trainsim_exec_info *out)
 void trainsim_nrt_net_traffic(uint64_t tx_bytes, uint64_t rx_bytes)
 {
 	trainsim::nrt_signals::efa_messages(tx_bytes, rx_bytes);
+}
+
+int trainsim_nrt_verb_calls(struct trainsim_verb_call *out, int max)
+{
+	return trainsim::nrt_verbs::calls(out, max);
+}
+
+int trainsim_nrt_register_buffer(uint64_t bytes)
+{
+	return trainsim::nrt_verbs::register_once(bytes);
 }
 
 const char *trainsim_nrt_device_path(void)

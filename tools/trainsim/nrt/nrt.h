@@ -104,6 +104,22 @@ NRT_API int trainsim_nrt_last_exec(struct trainsim_exec_info *out);
 NRT_API void trainsim_nrt_net_traffic(uint64_t tx_bytes, uint64_t rx_bytes);
 /* The device file libnrt opened, or NULL before nrt_init. */
 NRT_API const char *trainsim_nrt_device_path(void);
+/* EFA control path (uverbs calls on $TRAINSIM_UVERBS_DEVICE), each as the
+ * runtime saw it: nrt_load sets up, nrt_close tears down. */
+struct trainsim_verb_call {
+	char name[24];       /* "reg_mr", "create_qp", ... (steptrace's names) */
+	uint64_t enter_ns;   /* CLOCK_MONOTONIC around the syscall */
+	uint64_t return_ns;
+	uint64_t bytes;      /* registrations: the region's length */
+	int32_t ret;         /* 0 or -errno */
+	int32_t pad_;
+};
+/* Copies up to `max` logged calls into `out`; returns how many were logged. */
+NRT_API int trainsim_nrt_verb_calls(struct trainsim_verb_call *out, int max);
+/* Registers and deregisters a `bytes` buffer with the adapter, as a
+ * communication library does when its registration cache misses. 0 or -errno;
+ * 0 without an adapter. */
+NRT_API int trainsim_nrt_register_buffer(uint64_t bytes);
 
 #ifdef __cplusplus
 }

@@ -96,6 +96,12 @@ CliOutcome parse_cli(const std::vector<std::string> &args)
 	TS_KNOB("--efa-gbit", efa_gbit, "fake EFA port rate, Gbit/s (0: --net-mbit if set, else 100)")
 		->group("Collectives");
 	TS_KNOB("--nds", nds, "1: serve the Neuron datastore; 0: none (old driver)")->group("Device");
+	TS_KNOB("--efa-verbs", efa_verbs,
+		"1: the runtime sets up its EFA endpoint through <dev-dir>/uverbs0 at load (uverbs ioctls); 0: no adapter")
+		->group("Collectives");
+	TS_SIZE("--mr-per-step-bytes", mr_per_step_bytes,
+		"register and deregister a buffer this large with the adapter in every step (0: only at load)")
+		->group("Collectives");
 	reg(app.add_flag("-v,--verbose", cli.verbose, "more output on stderr"), [&](Knobs &k) { k.verbose = cli.verbose; })
 		->group("Paths");
 #undef TS_SIZE

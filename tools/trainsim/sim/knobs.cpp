@@ -210,6 +210,8 @@ std::string knobs_to_json(const Knobs &k)
 		{"sysfs_root", k.sysfs_root},
 		{"efa_gbit", k.efa_gbit},
 		{"nds", k.nds},
+		{"efa_verbs", k.efa_verbs},
+		{"mr_per_step_bytes", k.mr_per_step_bytes},
 	};
 	return j.dump();
 }

@@ -45,6 +45,12 @@ struct Knobs {
 	// Host-side (gloo-like) ring all-reduce over loopback TCP after execute.
 	uint64_t host_cc_bytes = 0;
 	double net_mbit = 0; // SO_MAX_PACING_RATE per socket, Mbit/s; 0 = unlimited
+	// EFA control path: 1 = the runtime sets up its endpoint through the fake
+	// adapter's uverbs file at load; mr_per_step_bytes > 0 also registers
+	// (and deregisters) a buffer that large in every step (a registration
+	// cache that misses).
+	int efa_verbs = 1;
+	uint64_t mr_per_step_bytes = 0;
 
 	// Host CPU phase after the step ("Python overhead").
 	double host_ms = 2;

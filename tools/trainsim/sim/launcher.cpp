@@ -357,6 +357,8 @@ int run_launcher(const Knobs &k_in)
 			devices.push_back(k.dev_dir + "/neuron" + std::to_string(r));
 			fprintf(stderr, "trainsim: device %s\n", devices.back().c_str());
 		}
+		if (k.efa_verbs)
+			fprintf(stderr, "trainsim: rdma device %s/uverbs0\n", k.dev_dir.c_str());
 		fprintf(stderr, "trainsim: libnrt %s\n", libnrt_path().c_str());
 		if (k.noise_per_cpu > 0) {
 			double est = k.duration_s > 0 ? k.duration_s : k.steps * 0.5;

@@ -156,6 +156,10 @@ int run(const RankContext &ctx)
 	setenv("TRAINSIM_NEURON_DEVICE", ctx.device_path.c_str(), 1);
 	setenv("TRAINSIM_SYSFS_ROOT", k.sysfs_root.c_str(), 1);
 	setenv("TRAINSIM_EFA_GBIT", std::to_string(k.efa_gbit).c_str(), 1);
+	if (k.efa_verbs)
+		setenv("TRAINSIM_UVERBS_DEVICE", (k.dev_dir + "/uverbs0").c_str(), 1);
+	else
+		unsetenv("TRAINSIM_UVERBS_DEVICE");
 	fail_if(nrt_init(NRT_FRAMEWORK_TYPE_PYTORCH, "2.1", "trainsim") != NRT_SUCCESS, "nrt_init failed");
 	std::string neff = build_neff(k);
 	nrt_model_t *model = nullptr;
@@ -246,6 +250,15 @@ int run(const RankContext &ctx)
 		fail_if(nrt_tensor_read(output, loss, 0, sizeof(loss)) != NRT_SUCCESS, "nrt_tensor_read failed");
 		rec.add("tensor_read", tr::kDmaSubmission, t, d);
 
+		// 4b. A registration-cache miss: the communication library registers
+		// (and drops) a buffer with the adapter before the collective.
+		if (k.mr_per_step_bytes > 0) {
+			t = now_ns();
+			d = rec.rd.read();
+			fail_if(trainsim_nrt_register_buffer(k.mr_per_step_bytes) != 0, "memory registration failed");
+			rec.add("mr_register", tr::kCollective, t, d);
+		}
+
 		// 5. Host all-reduce over TCP, with a correctness check on the sum.
 		if (host_cc) {
 			// Filling the gradient buckets is host CPU work, not the
@@ -288,6 +301,12 @@ int run(const RankContext &ctx)
 	nrt_tensor_free(&output);
 	nrt_unload(model);
 	nrt_close();
+	std::vector<trainsim_verb_call> calls(static_cast<size_t>(std::max(0, trainsim_nrt_verb_calls(nullptr, 0))));
+	calls.resize(static_cast<size_t>(
+		std::min<int>(static_cast<int>(calls.size()), trainsim_nrt_verb_calls(calls.data(), static_cast<int>(calls.size())))));
+	for (const auto &c : calls)
+		out.verbs.push_back(tr::VerbCall{c.name, static_cast<int64_t>(c.enter_ns), static_cast<int64_t>(c.return_ns),
+						 c.bytes, c.ret});
 
 	tr::Truth t;
 	t.scenario = k.scenario;
