@@ -10,6 +10,8 @@ build=${BUILD_DIR:-$top/build}
 scenario=${1:-straggler}
 dev_dir=$(mktemp -d /tmp/steptrace-demo.XXXXXX)
 trap 'rmdir "$dev_dir" 2>/dev/null || true' EXIT
-# The demo scenarios run two ranks; rank r drives neuron<r>.
-"$build/user/steptrace" run --accel-dev "$dev_dir/neuron0" --accel-dev "$dev_dir/neuron1" -- \
+# The demo scenarios run two ranks; rank r drives neuron<r>; both set up their
+# EFA endpoint through the fake adapter's uverbs0.
+"$build/user/steptrace" run --accel-dev "$dev_dir/neuron0" --accel-dev "$dev_dir/neuron1" \
+  --rdma-dev "$dev_dir/uverbs0" -- \
   "$build/tools/trainsim/trainsim" --scenario "$scenario" --dev-dir "$dev_dir"
