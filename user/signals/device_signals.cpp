@@ -288,6 +288,7 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
   uint64_t proxy_runq = 0, proxy_preempts = 0, proxy_coll_ns = 0;
   std::map<uint32_t, uint64_t> preemptors;  // tid -> preemptions of proxy threads
   int proxy_steps = 0;
+  bool proxy_base_nds = false, proxy_base_exec = false;
 
   for (size_t ri = 0; ri < ranks.size(); ++ri) {
     RankResult& r = *ranks[ri];
@@ -466,12 +467,27 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
       bool by_behaviour = cc_steps >= 3 && ran * 10 >= cc_steps * 8;
       if (!by_name && !by_behaviour) continue;
       S.proxies.push_back({r.pid, tid, comm, by_name && by_behaviour ? "name+behaviour" : by_name ? "name" : "behaviour"});
+      // The proxy matters while it drives the device collective's network
+      // transfers: count its waits for a CPU inside the device collective
+      // (the end of each execution, NDS), else inside the executions, else
+      // (no runtime probes) in the whole step.
       for (auto& st : r.steps) {
+        std::vector<std::pair<uint64_t, uint64_t>> win;
+        for (const auto& [a, b] : anchors)
+          if (a < st.end_ns && b > st.start_ns) win.emplace_back(std::max(a, st.start_ns), std::min(b, st.end_ns));
+        if (st.dev.nds && !win.empty()) {
+          const uint64_t cc = st.dev.cc_ns / win.size();
+          for (auto& [a, b] : win) a = std::max(a, b > cc ? b - cc : 0);
+        }
+        if (anchors.empty()) win.emplace_back(st.start_ns, st.end_ns);
         for (const auto& g : t.segs) {
           if (g.end <= st.start_ns) continue;
           if (g.start >= st.end_ns) break;
           if (g.state != ThreadState::runnable) continue;
-          st.dev.proxy_runq_ns += overlap(g.start, g.end, st.start_ns, st.end_ns);
+          uint64_t in = 0;
+          for (const auto& [a, b] : win) in += overlap(g.start, g.end, a, b);
+          if (!in) continue;
+          st.dev.proxy_runq_ns += in;
           if (g.preempted_by) {
             ++st.dev.proxy_preempted;
             if (st.index >= skip) ++preemptors[g.preempted_by];
@@ -486,7 +502,17 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
       if (has_proxy) {
         proxy_runq += st.dev.proxy_runq_ns;
         proxy_preempts += st.dev.proxy_preempted;
-        proxy_coll_ns += st.ns[static_cast<size_t>(Category::collective)];
+        // What the proxy's delay is compared with: the device collective
+        // (NDS), else the executions it happens in, else the step's collective.
+        uint64_t exec_ns = 0;
+        for (const auto& [a, b] : anchors) exec_ns += overlap(a, b, st.start_ns, st.end_ns);
+        if (st.dev.nds) {
+          proxy_coll_ns += st.dev.cc_ns;
+          proxy_base_nds = true;
+        } else {
+          proxy_coll_ns += anchors.empty() ? st.ns[static_cast<size_t>(Category::collective)] : exec_ns;
+          proxy_base_exec = proxy_base_exec || !anchors.empty();
+        }
         ++proxy_steps;
       }
       if (!st.dev.nds) continue;
@@ -521,6 +547,9 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
   S.proxy_preempted_per_step = proxy_steps ? static_cast<double>(proxy_preempts) / proxy_steps : 0;
   S.proxy_runq_share_of_collective =
       proxy_coll_ns ? static_cast<double>(proxy_runq) / static_cast<double>(proxy_coll_ns) : 0;
+  S.proxy_share_of = proxy_base_nds    ? "inside the device collective (NDS)"
+                     : proxy_base_exec ? "inside executions (no NDS: the device collective is not known)"
+                                       : "inside the step's collective";
   if (!preemptors.empty()) {
     auto top = std::max_element(preemptors.begin(), preemptors.end(),
                                 [](const auto& a, const auto& b) { return a.second < b.second; });
@@ -555,9 +584,11 @@ void annotate_verdict(JobAnalysis& job) {
   auto& S = job.signals;
   auto& v = job.verdict;
   auto yn = [](const SignalSource& s) { return s.available ? "yes" : "no"; };
-  v.evidence.push_back(fmt::format("device signals: NDS {} ({}); EFA {} ({}); neuron sysfs {} ({}); proxy threads {}",
-                                   yn(S.nds), S.nds.detail, yn(S.efa), S.efa.detail, yn(S.neuron_sysfs),
-                                   S.neuron_sysfs.detail, yn(S.proxy)));
+  const uint64_t verbs = job.fabric.calls();
+  v.evidence.push_back(fmt::format(
+      "device signals: NDS {} ({}); EFA {} ({}); neuron sysfs {} ({}); proxy threads {}; EFA control path {}",
+      yn(S.nds), S.nds.detail, yn(S.efa), S.efa.detail, yn(S.neuron_sysfs), S.neuron_sysfs.detail, yn(S.proxy),
+      verbs ? fmt::format("yes ({} uverbs calls)", verbs) : std::string("no (no uverbs calls seen)")));
   if (S.split_from_nds) {
     v.evidence.push_back(fmt::format(
         "inside each execution (NDS): device compute {:.1f} ms, device collective {:.1f} ms of {:.1f} ms on the "
@@ -583,9 +614,10 @@ void annotate_verdict(JobAnalysis& job) {
       names += fmt::format("{}{}/{} ({})", i ? ", " : "", S.proxies[i].comm, S.proxies[i].tid, S.proxies[i].how);
     std::string by = S.proxy_top_preemptor[0] ? fmt::format(", most by {}", S.proxy_top_preemptor) : "";
     v.evidence.push_back(fmt::format(
-        "network proxy threads {}: run-queue delay {:.2f} ms/step ({:.0f}% of the collective time), preempted "
+        "network proxy threads {}: run-queue delay {:.2f} ms/step {} ({:.0f}% of it), preempted "
         "{:.1f} times/step{}{}",
-        names, S.proxy_runq_ms_per_step, 100 * S.proxy_runq_share_of_collective, S.proxy_preempted_per_step, by,
+        names, S.proxy_runq_ms_per_step, S.proxy_share_of, 100 * S.proxy_runq_share_of_collective,
+        S.proxy_preempted_per_step, by,
         S.proxy_runq_share_of_collective >= 0.1 ? " -> the collective waits on a CPU for its proxy: pin or isolate "
                                                   "the proxy threads' CPUs"
                                                 : ""));

@@ -24,6 +24,7 @@ nlohmann::json summary_to_json(const DeviceSignalsSummary& s) {
           {"proxy_preempted_per_step", s.proxy_preempted_per_step},
           {"proxy_top_preemptor", std::string(s.proxy_top_preemptor)},
           {"proxy_runq_share_of_collective", s.proxy_runq_share_of_collective},
+          {"proxy_share_of", std::string(s.proxy_share_of)},
           {"neuron_sysfs_deltas", sysfs},
           {"device_mem_bytes", s.device_mem_bytes}};
 }

@@ -23,7 +23,7 @@ struct StepDeviceSignals {
   uint64_t efa_rdma_write_bytes = 0;  // device RDMA writes
   uint64_t efa_trouble = 0;           // drops, retransmits, errors
   double net_ratio = -1;              // achieved / link rate on the busiest path (-1 unknown)
-  // Network proxy threads of this rank: run-queue delay during the step.
+  // Network proxy threads of this rank: run-queue delay during the step's executions.
   uint64_t proxy_runq_ns = 0;
   uint32_t proxy_preempted = 0;
 };
@@ -61,7 +61,8 @@ struct DeviceSignalsSummary {
   // std::string member here trips GCC 12's false -Wfree-nonheap-object where
   // reports are moved out of a Result.
   char proxy_top_preemptor[40] = {};
-  double proxy_runq_share_of_collective = 0;  // proxy run-queue delay / collective time (counted steps)
+  double proxy_runq_share_of_collective = 0;  // proxy run-queue delay / proxy_share_of (counted steps)
+  const char* proxy_share_of = "";            // what the share is of: device collective (NDS), execution time
   std::vector<std::string> evidence;  // lines for the verdict
 };
 
