@@ -3,6 +3,21 @@
 
 namespace steptrace::daemon {
 
+int level_by_name(std::string_view name) {
+  for (int i = 0; i <= kMaxLevel; ++i)
+    if (kLevels[i].name == name) return i;
+  return -1;
+}
+
+bool BudgetController::set_floor(int level) {
+  floor_ = std::clamp(level, 0, kMaxLevel);
+  if (level_ >= floor_) return false;
+  level_ = floor_;
+  samples_.clear();
+  under_since_ = -1;
+  return true;
+}
+
 double BudgetController::average_percent() const {
   double cpu = 0, wall = 0;
   for (const auto& s : samples_) {
@@ -15,11 +30,12 @@ double BudgetController::average_percent() const {
 BudgetController::Action BudgetController::sample(double now_s, double cpu_s, double wall_s) {
   if (wall_s <= 0) return Action::none;
   samples_.push_back({now_s, cpu_s, wall_s});
-  while (!samples_.empty() && samples_.front().t < now_s - kWindowS) samples_.pop_front();
-  // Judge only a full window measured at the current level.
+  while (!samples_.empty() && samples_.front().t < now_s - window_s_) samples_.pop_front();
+  // Judge only a full window measured at the current level (long windows:
+  // all but a second of it, so a cycle's costly part is not over-weighted).
   double covered = 0;
   for (const auto& s : samples_) covered += s.wall;
-  if (covered < kWindowS * 0.8) return Action::none;
+  if (covered < std::max(window_s_ * 0.8, window_s_ - 1.5)) return Action::none;
   double avg = average_percent();
   if (avg > max_percent_) {
     under_since_ = -1;
@@ -34,7 +50,7 @@ BudgetController::Action BudgetController::sample(double now_s, double cpu_s, do
     }
     return Action::none;
   }
-  if (level_ > 0 && avg < max_percent_ * kRecoverFraction) {
+  if (level_ > floor_ && avg < max_percent_ * kRecoverFraction) {
     if (under_since_ < 0) under_since_ = now_s;
     if (now_s - under_since_ >= hold_s_ && now_s - changed_at_ >= hold_s_) {
       --level_;
