@@ -571,7 +571,7 @@ TEST_CASE("daemon: at level sampled detail comes from 1 of N windows and steps f
   CHECK(rec_full > 10000);
   CHECK(rec_smp / rec_full > 0.5 / n);
   CHECK(rec_smp / rec_full < 1.7 / n);
-  CHECK(on >= 3);
+  CHECK(on >= 2);
   CHECK(off >= 2 * on);
   CHECK(steps_full > 200);
   CHECK(steps_smp >= 0.85 * steps_full);  // detail windows alone would give ~1/N
@@ -621,7 +621,8 @@ TEST_CASE("daemon: tracer CPU at levels full, sampled and aggregated on one stor
   for (size_t i = 0; i < ds.size(); ++i)
     std::fprintf(stderr, "levels: %-10s userspace %.2f%%, bpf %.2f%%, total %.2f%% of one core\n", levels[i], user[i],
                  bpf[i], user[i] + bpf[i]);
-  for (size_t i = 0; i < ds.size(); ++i) CHECK(ds[i]->metric("steptrace_degradation_level") == static_cast<double>(i));
+  const double want_level[] = {0, 2, 3};  // kLevels: full, sampled, aggregated
+  for (size_t i = 0; i < ds.size(); ++i) CHECK(ds[i]->metric("steptrace_degradation_level") == want_level[i]);
   // Userspace work follows the records: sampled reads ~1/4 of them, aggregated none.
   CHECK(user[1] < user[0]);
   CHECK(user[2] < user[1]);
