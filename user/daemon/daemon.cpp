@@ -281,14 +281,13 @@ void Daemon::enter_level(int level) {
 }
 
 void Daemon::read_aggregates(bool tracer_going) {
-  if (!tracer_) return;
-  auto m = tracer_->read_proc_agg();
-  if (!m) {
-    log::debug("aggregation map: {}", m.error().message);
-    return;
+  std::map<uint32_t, st_proc_agg> live;
+  if (tracer_) {
+    if (auto m = tracer_->read_proc_agg()) live = std::move(*m);
+    else log::debug("aggregation map: {}", m.error().message);
   }
   double now = now_s();
-  for (const auto& [tgid, v] : *m) {
+  for (const auto& [tgid, v] : live) {
     auto it = agg_.find(tgid);
     if (it != agg_.end() && it->second.gone_at_s > 0) {
       agg_.erase(it);  // the pid was reused: a new process, a new series
@@ -316,6 +315,9 @@ void Daemon::read_aggregates(bool tracer_going) {
       tracer_->forget_proc_agg(tgid);
     }
   }
+  // Series whose key is gone (tracer rebuilt, or paused) end when the process does.
+  for (auto& [tgid, s] : agg_)
+    if (s.gone_at_s == 0 && !live.count(tgid) && !scanner_.alive(tgid)) s.gone_at_s = now;
   const double keep_s = std::max(10.0, 2 * cfg_.window_s);
   for (auto it = agg_.begin(); it != agg_.end();) {
     if (it->second.gone_at_s > 0 && now - it->second.gone_at_s > keep_s) it = agg_.erase(it);
