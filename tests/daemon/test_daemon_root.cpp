@@ -407,6 +407,14 @@ TEST_CASE("daemon: SIGHUP reloads the config file, and a step far over p99 dumps
   CHECK(until([&] { return d.metric("steptrace_config_reloads_total", {"result=\"error\""}) == 1; }));
   CHECK(d.metric("steptrace_cpu_budget_percent") == Approx(37));
   CHECK(d.proc.running());
+  // Raising degrade_level applies at once (the steps below are counted at that level too).
+  CHECK(d.metric("steptrace_degradation_level") == 0);
+  std::ofstream(cfg) << "max_cpu_percent = 37\ndegrade_level = \"aggregated\"\n";
+  REQUIRE(::kill(d.proc.pid(), SIGHUP) == 0);
+  CHECK(until([&] { return d.metric("steptrace_config_reloads_total", {"result=\"ok\""}) == 2; }));
+  CHECK(until([&] { return d.metric("steptrace_degradation_level") == 3; }));
+  CHECK(d.metric("steptrace_aggregation_enabled") == 1);
+  CHECK(d.metric("steptrace_degradation_floor") == 3);
 
   // Auto dump: 200 steps of ~15 ms with step 150 taking 400 ms more, in a
   // job that holds the accelerator file open (so discovery picks it up).
