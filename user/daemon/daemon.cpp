@@ -186,6 +186,8 @@ class Daemon {
   // Per-event detail was on for the whole current window (sampled: 1 of
   // every sample_every windows since the level was entered).
   bool window_detail_ = true;
+  bool bpf_detail_ = false;        // what the current tracer's programs were told
+  uint64_t detail_since_ns_ = 0;   // when they last turned detail on
   uint64_t level_windows_ = 0;  // windows started at the current level
   int applied_level_ = 0;
   uint64_t detail_windows_[2] = {0, 0};  // closed windows without / with detail
@@ -266,6 +268,8 @@ bool Daemon::detail_wanted() const {
 void Daemon::apply_detail() {
   window_detail_ = detail_wanted();
   if (!tracer_) return;
+  if (window_detail_ && !bpf_detail_) detail_since_ns_ = monotonic_ns();
+  bpf_detail_ = window_detail_;
   tracer_->set_detail(window_detail_);
   tracer_->set_aggregate(budget_.level() >= kLevelAggregated);
 }
@@ -498,6 +502,7 @@ void Daemon::drop_tracer() {
   }
   reader_.reset();
   tracer_.reset();
+  bpf_detail_ = false;
   decoder_ = Decoder();
   reorder_ = Reorderer();
 }
@@ -743,7 +748,13 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
     RankSeries& s = it->second;
     s.last_window = window_no_;
     if (detail) {
-      for (size_t c = 0; c < kCategories; ++c) s.cat_s[c] += static_cast<double>(r.total[c]) / 1e9;
+      // Counted steps (as in r.total), less any that began before the
+      // programs turned detail on: records the reorderer held back at the
+      // edge can start this window's analysis a little before that.
+      for (const auto& st : r.steps) {
+        if (st.index < ja.skipped_warmup_steps || st.start_ns < detail_since_ns_) continue;
+        for (size_t c = 0; c < kCategories; ++c) s.cat_s[c] += static_cast<double>(st.ns[c]) / 1e9;
+      }
       s.straggler_steps += static_cast<uint64_t>(r.straggler_steps);
     }
     int skip = ja.skipped_warmup_steps;
