@@ -246,7 +246,9 @@ Result<std::map<uint32_t, st_proc_agg>> BpfTracer::read_proc_agg() const {
   const bpf_map* m = skel_->maps.st_proc_agg_map;
   uint32_t key = 0, next = 0;
   const uint32_t* prev = nullptr;
-  while (bpf_map__get_next_key(m, prev, &next, sizeof(next)) == 0) {
+  // A key evicted under the walk restarts it from the first key: bounded.
+  size_t budget = 2 * static_cast<size_t>(bpf_map__max_entries(m)) + 2;
+  while (budget-- > 0 && bpf_map__get_next_key(m, prev, &next, sizeof(next)) == 0) {
     key = next;
     prev = &key;
     // An entry evicted between the two calls is skipped.
