@@ -216,6 +216,30 @@ TEST_CASE("CPU budget: a long measuring window judges a whole sampling cycle", "
   CHECK(run(40) == 0);
 }
 
+TEST_CASE("CPU budget: sampled-out windows alone over budget degrade without waiting for the cycle", "[daemon]") {
+  // 2% of a core even in the cheap windows, 1% budget: the cycle cannot fit.
+  auto first_degrade = [](bool mark_cheap) {
+    BudgetController b(1.0);
+    b.set_floor(kLevelSampled);
+    b.set_window(40);
+    for (int t = 1; t <= 100; ++t) {
+      bool detailed = ((t - 1) / 10) % 4 == 0;
+      if (b.sample(t, detailed ? 0.08 : 0.02, 1.0, mark_cheap && !detailed) == BudgetController::Action::degrade)
+        return t;
+    }
+    return -1;
+  };
+  int fast = first_degrade(true), slow = first_degrade(false);
+  CHECK(fast > 10);   // not in the detailed window...
+  CHECK(fast <= 16);  // ...but after ~5 s of cheap samples
+  CHECK(slow >= 39);  // unmarked: judged over the whole cycle
+  // Cheap samples under budget never degrade by themselves.
+  BudgetController ok(3.0);
+  ok.set_floor(kLevelSampled);
+  ok.set_window(40);
+  for (int t = 1; t <= 30; ++t) CHECK(ok.sample(t, 0.02, 1.0, true) == BudgetController::Action::none);
+}
+
 TEST_CASE("daemon config: degrade_level and sample_every", "[daemon]") {
   DaemonConfig c;
   CHECK(c.degrade_level == "full");

@@ -64,7 +64,10 @@ class BudgetController {
   double window() const { return window_s_; }
 
   // One sample: `cpu_s` of tracer CPU spent over `wall_s` ending at `now_s`.
-  Action sample(double now_s, double cpu_s, double wall_s);
+  // `cheap`: the whole sample ran in the cheap part of a long cycle (a
+  // sampled-out window). The cycle costs at least that much, so kWindowS of
+  // cheap samples over budget degrade at once instead of after the cycle.
+  Action sample(double now_s, double cpu_s, double wall_s, bool cheap = false);
 
   int level() const { return level_; }
   double budget_percent() const { return max_percent_; }
@@ -82,6 +85,7 @@ class BudgetController {
     double t, cpu, wall;
   };
   std::deque<Sample> samples_;
+  std::deque<Sample> cheap_;  // the latest unbroken run of cheap samples
   double max_percent_;
   int level_ = 0;
   int floor_ = 0;

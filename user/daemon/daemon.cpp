@@ -187,6 +187,7 @@ class Daemon {
   // every sample_every windows since the level was entered).
   bool window_detail_ = true;
   bool bpf_detail_ = false;        // what the current tracer's programs were told
+  bool detail_since_sample_ = true;  // some window since the last CPU sample had detail
   uint64_t detail_since_ns_ = 0;   // when they last turned detail on
   uint64_t level_windows_ = 0;  // windows started at the current level
   int applied_level_ = 0;
@@ -270,6 +271,7 @@ void Daemon::apply_detail() {
   if (!tracer_) return;
   if (window_detail_ && !bpf_detail_) detail_since_ns_ = monotonic_ns();
   bpf_detail_ = window_detail_;
+  detail_since_sample_ = detail_since_sample_ || window_detail_;
   tracer_->set_detail(window_detail_);
   tracer_->set_aggregate(budget_.level() >= kLevelAggregated);
 }
@@ -807,8 +809,12 @@ void Daemon::sample_cpu() {
     for (const auto& p : tracer_->prog_stats()) bpf += static_cast<double>(p.run_time_ns) / 1e9;
   bpf_now_s_ = bpf;
   double total = cpu_.user + cpu_.sys + bpf;
+  // A second spent wholly in sampled-out windows (not the one whose
+  // detailed window closed in it: that analysis is the costly part).
+  const bool cheap = budget_.level() == kLevelSampled && !detail_since_sample_ && !window_detail_;
+  detail_since_sample_ = window_detail_;
   if (last_sample_s_ > 0) {
-    auto a = budget_.sample(t, total - last_cpu_total_, t - last_sample_s_);
+    auto a = budget_.sample(t, total - last_cpu_total_, t - last_sample_s_, cheap);
     if (a == BudgetController::Action::degrade) {
       ++degradations_;
       apply_level(budget_.level(), "over budget");
