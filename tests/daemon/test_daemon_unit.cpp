@@ -240,6 +240,34 @@ TEST_CASE("CPU budget: sampled-out windows alone over budget degrade without wai
   for (int t = 1; t <= 30; ++t) CHECK(ok.sample(t, 0.02, 1.0, true) == BudgetController::Action::none);
 }
 
+TEST_CASE("detail cycle: sampled details the first window at the level and every N-th after it", "[daemon]") {
+  DetailCycle c;
+  std::string seen;
+  auto run = [&](int windows) {
+    for (int i = 0; i < windows; ++i) {
+      seen += c.detail(kLevelSampled, 4) ? 'D' : '.';
+      c.window_closed();
+    }
+  };
+  // Started at sampled (--degrade-level): a fresh window, phase 0.
+  c.restart();
+  run(9);
+  CHECK(seen == "D...D...D");
+  // Degraded into sampled from slow_drain: the slow_drain window still open
+  // is closed after the change; the first sampled window is detailed anyway.
+  c.level_changed();
+  c.window_closed();  // the old level's window
+  seen.clear();
+  run(5);
+  CHECK(seen == "D...D");
+  // Other levels: always (below) or never (above).
+  CHECK(c.detail(0, 4));
+  CHECK(c.detail(kLevelSlowDrain, 4));
+  CHECK_FALSE(c.detail(kLevelAggregated, 4));
+  CHECK_FALSE(c.detail(kLevelPaused, 4));
+  CHECK(c.detail(kLevelSampled, 1));  // N = 1: every window
+}
+
 TEST_CASE("daemon config: degrade_level and sample_every", "[daemon]") {
   DaemonConfig c;
   CHECK(c.degrade_level == "full");

@@ -47,6 +47,37 @@ static_assert(kLevelPaused == kMaxLevel, "kLevels and the level indices agree");
 // Index of the level called `name`, -1 when there is none.
 int level_by_name(std::string_view name);
 
+// Which windows of level sampled carry per-event detail: the first window at
+// the level and every `every`-th after it. The window that is open when the
+// level changes still belongs to the old level: its close does not advance
+// the cycle.
+class DetailCycle {
+ public:
+  // The level is entered with a window of the old level still open.
+  void level_changed() {
+    phase_ = 0;
+    pending_ = true;
+  }
+  // The daemon starts (or resumes) at a level with a fresh window.
+  void restart() {
+    phase_ = 0;
+    pending_ = false;
+  }
+  void window_closed() {
+    if (pending_) pending_ = false;
+    else ++phase_;
+  }
+  bool detail(int level, uint32_t every) const {
+    if (level < kLevelSampled) return true;
+    if (level > kLevelSampled) return false;
+    return every <= 1 || phase_ % every == 0;
+  }
+
+ private:
+  uint64_t phase_ = 0;
+  bool pending_ = false;
+};
+
 class BudgetController {
  public:
   enum class Action { none, degrade, recover };

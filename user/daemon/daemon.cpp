@@ -189,7 +189,7 @@ class Daemon {
   bool bpf_detail_ = false;        // what the current tracer's programs were told
   bool detail_since_sample_ = true;  // some window since the last CPU sample had detail
   uint64_t detail_since_ns_ = 0;   // when they last turned detail on
-  uint64_t level_windows_ = 0;  // windows started at the current level
+  DetailCycle cycle_;
   int applied_level_ = 0;
   uint64_t detail_windows_[2] = {0, 0};  // closed windows without / with detail
   std::map<uint32_t, ProcAggSeries> agg_;
@@ -257,12 +257,7 @@ uint32_t Daemon::wanted_subsystems() const {
   return s;
 }
 
-bool Daemon::detail_wanted() const {
-  int lvl = budget_.level();
-  if (lvl < kLevelSampled) return true;
-  if (lvl > kLevelSampled) return false;
-  return level_windows_ % cfg_.sample_every == 0;
-}
+bool Daemon::detail_wanted() const { return cycle_.detail(budget_.level(), cfg_.sample_every); }
 
 // At the start of every window: the BPF switches for the level and the
 // window's place in the sampling cycle.
@@ -278,7 +273,6 @@ void Daemon::apply_detail() {
 
 void Daemon::enter_level(int level) {
   applied_level_ = level;
-  level_windows_ = 0;
   drain_ms_ = level >= kLevelSlowDrain ? std::max<uint32_t>(cfg_.drain_ms * 10, 100) : cfg_.drain_ms;
   // Sampled costs most in its detailed windows: judge it over a whole cycle.
   budget_.set_window(level == kLevelSampled
@@ -346,6 +340,7 @@ Status Daemon::start() {
   // A configured floor: start there (a cheap mode from the first window).
   budget_.set_floor(level_by_name(cfg_.degrade_level));
   enter_level(budget_.level());
+  cycle_.restart();
   if (budget_.level() > 0)
     log::info("starting at degradation level {} '{}' (degrade_level): {}", budget_.level(),
               kLevels[budget_.level()].name, kLevels[budget_.level()].what);
@@ -511,6 +506,7 @@ void Daemon::drop_tracer() {
 
 void Daemon::apply_level(int level, const char* why) {
   const auto& l = kLevels[level];
+  cycle_.level_changed();
   std::string sampling =
       level == kLevelSampled ? fmt::format(" (N = {}: detail in 1 of every {} windows of {} s)", cfg_.sample_every,
                                            cfg_.sample_every, cfg_.window_s)
@@ -693,7 +689,7 @@ void Daemon::close_window(uint64_t now, const char* reason) {
   log::debug("window {} closed ({}): {} events, {} ranks, detail {}", window_no_, reason, window_events_,
              ja.ranks.size(), window_detail_ ? "on" : "off (sampled out: steps only)");
   ++window_no_;
-  ++level_windows_;
+  cycle_.window_closed();
   analysis_ = std::make_unique<Analysis>();
   window_start_ns_ = now;
   window_events_ = 0;
