@@ -444,6 +444,9 @@ TEST_CASE("daemon: at level aggregated the per-process CPU and run-queue counter
   DaemonRun d("agg", {"--window", "2", "--scan-ms", "200", "--max-cpu", "400", "--degrade-level", "aggregated",
                       "--accel-dev", dev});
   pid_t storm = pipe_storm(dev);
+  // Steps keep being counted (from the marker's uprobe records), categories are not.
+  Proc job({"/bin/sh", "-c", "exec 3<'" + dev + "'; exec " + std::string(MARKER_DEMO) + " 100000 10 5"},
+           d.dir + "/job.log");
   const std::string pid_label = "pid=\"" + std::to_string(storm) + "\"";
   auto until = [&](auto pred, double s) {
     auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(s);
@@ -501,6 +504,14 @@ TEST_CASE("daemon: at level aggregated the per-process CPU and run-queue counter
   CHECK(std::abs(inv - kinv) <= 0.05 * kinv + 50);
   // While the counters advanced, the ring buffer carried no sched records.
   CHECK(b.sched - a.sched == 0);
+  auto m = d.metrics();
+  job.stop(5);
+  double steps = sum_metric(m, "steptrace_step_duration_seconds_count");
+  std::fprintf(stderr, "aggregated: %.0f marker steps counted, category seconds %.3f\n", steps,
+               sum_metric(m, "steptrace_category_seconds_total"));
+  CHECK(steps > 100);
+  CHECK(sum_metric(m, "steptrace_category_seconds_total") == 0);
+  CHECK(metric_value(m, "steptrace_verdict", {"verdict=\"none\""}).value_or(0) == 1);
   CHECK(d.metric("steptrace_detail_windows_total", {"detail=\"on\""}) == 0);
   CHECK(d.metric("steptrace_detail_windows_total", {"detail=\"off\""}) >= 5);
   // The exited process's key is evicted and its series dropped (kept 10 s).
