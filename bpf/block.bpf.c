@@ -24,6 +24,7 @@ struct {
 } st_rq SEC(".maps");
 
 #define ST_REQ_OP_MASK 0xff
+#define ST_REQ_OP_READ 0
 #define ST_REQ_OP_WRITE 1
 #define ST_REQ_OP_FLUSH 2
 #define ST_REQ_SYNC (1u << 11) /* __REQ_SYNC: stable since 4.10 */
@@ -78,10 +79,22 @@ int BPF_PROG(st_block_rq_complete, struct request *rq, blk_status_t error, unsig
 
 	if (!st)
 		return 0;
-	e = st_reserve_for(sizeof(*e), ST_EV_BLOCK_RQ, st->pid, st->tid, bpf_ktime_get_ns());
+	cmd_flags = BPF_CORE_READ(rq, cmd_flags);
+	op = cmd_flags & ST_REQ_OP_MASK;
+	if (st_aggregate) {
+		struct st_proc_agg *agg = st_proc_agg_get(st->pid);
+
+		if (agg) {
+			if (op == ST_REQ_OP_WRITE)
+				agg->block_write_bytes += nr_bytes;
+			else if (op == ST_REQ_OP_READ)
+				agg->block_read_bytes += nr_bytes;
+			agg->block_rqs++;
+		}
+	}
+	/* Detail off: no record, but the request is still forgotten below. */
+	e = st_detail ? st_reserve_for(sizeof(*e), ST_EV_BLOCK_RQ, st->pid, st->tid, bpf_ktime_get_ns()) : NULL;
 	if (e) {
-		cmd_flags = BPF_CORE_READ(rq, cmd_flags);
-		op = cmd_flags & ST_REQ_OP_MASK;
 		e->insert_ts = st->insert_ts;
 		e->issue_ts = st->issue_ts;
 		e->sector = BPF_CORE_READ(rq, __sector);

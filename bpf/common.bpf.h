@@ -25,6 +25,16 @@ const volatile struct st_config st_cfg __weak = {};
  */
 __u32 st_accel_in_syscalls __weak = 1;
 
+/*
+ * The daemon's degradation ladder, flipped between analysis windows without
+ * reloading (so not rodata). st_detail = 0: the sched switch/wakeup, net and
+ * block programs keep their bookkeeping (task state, socket owners, requests
+ * in flight) but reserve no record. st_aggregate = 1: they add into
+ * st_proc_agg_map instead. Sessions never touch them: detail on, no aggregation.
+ */
+__u32 st_detail __weak = 1;
+__u32 st_aggregate __weak = 0;
+
 /* ---- maps ---- */
 
 /* All records. Sized by userspace before load (bpf_map__set_max_entries). */
@@ -90,6 +100,9 @@ struct st_task_state {
 	__u32 rdma_write_cmd;
 	__u32 rdma_dev_index;
 	__u32 rdma_flags;
+	/* se.sum_exec_runtime when the thread last left a CPU, | 1 as above:
+	 * the on-CPU time of each slice for st_proc_agg (sched.bpf.c). */
+	__u64 exec_ns_at_out;
 };
 
 struct {
@@ -98,6 +111,14 @@ struct {
 	__type(key, int);
 	__type(value, struct st_task_state);
 } st_task SEC(".maps") __weak;
+
+/* Per-process counters while st_aggregate is on (struct st_proc_agg). Sized by userspace. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, ST_MAX_AGG_PROCS);
+	__type(key, __u32);
+	__type(value, struct st_proc_agg);
+} st_proc_agg_map SEC(".maps") __weak;
 
 /* ---- target filter ---- */
 
@@ -185,6 +206,18 @@ static __always_inline void *st_reserve(__u32 size, __u32 kind)
 static __always_inline void st_submit(void *rec)
 {
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+}
+
+/* This CPU's counters of process `tgid`, created on first use; NULL if the map refuses. */
+static __always_inline struct st_proc_agg *st_proc_agg_get(__u32 tgid)
+{
+	struct st_proc_agg *a = bpf_map_lookup_elem(&st_proc_agg_map, &tgid);
+	struct st_proc_agg zero = {};
+
+	if (a)
+		return a;
+	bpf_map_update_elem(&st_proc_agg_map, &tgid, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&st_proc_agg_map, &tgid);
 }
 
 static __always_inline struct st_task_state *st_task_state_get(struct task_struct *t, bool create)

@@ -87,6 +87,18 @@ static __always_inline int st_net_xfer(struct sock *sk, int ret, __u32 dir, __u6
 	now = bpf_ktime_get_ns();
 	tgid = bpf_get_current_pid_tgid() >> 32;
 	bpf_map_update_elem(&st_socks, &sock_id, &tgid, BPF_ANY);
+	if (st_aggregate) {
+		struct st_proc_agg *agg = st_proc_agg_get(tgid);
+
+		if (agg) {
+			if (dir == ST_NET_SEND)
+				agg->net_send_bytes += ret;
+			else
+				agg->net_recv_bytes += ret;
+		}
+	}
+	if (!st_detail)
+		return 0;
 	e = st_reserve_for(sizeof(*e), ST_EV_NET_XFER, tgid, (__u32)bpf_get_current_pid_tgid(), now);
 	if (!e)
 		return 0;
@@ -189,7 +201,7 @@ int BPF_PROG(st_tcp_retransmit_skb, struct sock *sk, struct sk_buff *skb)
 	if (!(st_cfg.enabled & ST_SUB_NET))
 		return 0;
 	owner = bpf_map_lookup_elem(&st_socks, &sock_id);
-	if (!owner)
+	if (!owner || !st_detail)
 		return 0;
 	e = st_reserve_for(sizeof(*e), ST_EV_TCP_RETRANSMIT, *owner, 0, bpf_ktime_get_ns());
 	if (!e)
@@ -223,7 +235,8 @@ int BPF_PROG(st_inet_sock_set_state, struct sock *sk, int oldstate, int newstate
 			return 0;
 		bpf_map_update_elem(&st_socks, &sock_id, &tgid, BPF_ANY);
 	}
-	e = st_reserve_for(sizeof(*e), ST_EV_TCP_STATE, tgid, 0, bpf_ktime_get_ns());
+	/* Detail off: the owner bookkeeping above and below still runs. */
+	e = st_detail ? st_reserve_for(sizeof(*e), ST_EV_TCP_STATE, tgid, 0, bpf_ktime_get_ns()) : NULL;
 	if (e) {
 		e->sock_id = sock_id;
 		st_sk_tuple(sk, &e->tuple);

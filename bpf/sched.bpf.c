@@ -19,7 +19,8 @@ int BPF_PROG(st_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	struct st_task_state *ts;
 	__u32 yields = 0;
 	__s32 sys_nr = -1;
-	__u64 queue_ns = ST_QUEUE_UNKNOWN, run_delay;
+	__u64 queue_ns = ST_QUEUE_UNKNOWN, run_delay, exec_ns, oncpu_ns = 0;
+	struct st_proc_agg *agg;
 
 	if (!(st_cfg.enabled & ST_SUB_SCHED))
 		return 0;
@@ -47,8 +48,29 @@ int BPF_PROG(st_sched_switch, bool preempt, struct task_struct *prev, struct tas
 					queue_ns = run_delay - (ts->run_delay_at_out & ~1ull);
 				ts->run_delay_at_out = run_delay | 1;
 			}
+			/* update_curr() ran in put_prev_task before this tracepoint:
+			 * sum_exec_runtime includes the slice that just ended. */
+			exec_ns = BPF_CORE_READ(prev, se.sum_exec_runtime);
+			if (ts->exec_ns_at_out && exec_ns >= (ts->exec_ns_at_out & ~1ull))
+				oncpu_ns = exec_ns - (ts->exec_ns_at_out & ~1ull);
+			ts->exec_ns_at_out = exec_ns | 1;
+		}
+		if (st_aggregate) {
+			agg = st_proc_agg_get(prev->tgid);
+			if (agg) {
+				agg->oncpu_ns += oncpu_ns;
+				if (queue_ns != ST_QUEUE_UNKNOWN)
+					agg->runq_wait_ns += queue_ns;
+				agg->switches++;
+				/* The kernel's nivcsw: preempted, or left the CPU runnable (yield). */
+				if (preempt || prev_state == 0)
+					agg->involuntary++;
+			}
 		}
 	}
+	/* Detail off: the bookkeeping above is done, the record is not. */
+	if (!st_detail)
+		return 0;
 	e = st_reserve_for(sizeof(*e), ST_EV_SCHED_SWITCH, prev->tgid, prev->pid, bpf_ktime_get_ns());
 	if (!e)
 		return 0;
@@ -70,7 +92,7 @@ static __always_inline int st_emit_wakeup(struct task_struct *p, __u32 flags)
 	struct st_sched_wakeup *e;
 	struct st_task_state *ts;
 
-	if (!(st_cfg.enabled & ST_SUB_SCHED))
+	if (!(st_cfg.enabled & ST_SUB_SCHED) || !st_detail)
 		return 0;
 	if (!st_task_is_target(p))
 		return 0;

@@ -320,4 +320,29 @@ static_assert(sizeof(struct st_rdma_verb) == 72, "rdma_verb layout");
 static_assert(sizeof(struct st_accel_dev_key) == 16, "accel key layout");
 #endif
 
+/*
+ * In-kernel aggregation (daemon degradation level "aggregated"): instead of
+ * per-event sched/net/block records, the programs add into one value per
+ * traced process (tgid) in st_proc_agg_map, a per-CPU LRU hash that
+ * userspace reads and sums over CPUs. Not a record: no ST_ABI_VERSION bump.
+ * Counts are cumulative from the first event of the process seen with
+ * aggregation on; a thread's first switch-out only sets its baseline.
+ */
+#define ST_MAX_AGG_PROCS 1024  /* LRU: the longest idle process is evicted first */
+struct st_proc_agg {
+	__u64 oncpu_ns;          /* se.sum_exec_runtime growth over the process's slices */
+	__u64 runq_wait_ns;      /* schedstat run_delay growth (queue_ns of the switch-out) */
+	__u64 switches;          /* context switches out of the CPU */
+	__u64 involuntary;       /* of which involuntary: left the CPU still runnable */
+	__u64 net_send_bytes;    /* TCP */
+	__u64 net_recv_bytes;
+	__u64 block_read_bytes;  /* completed block requests issued by the process */
+	__u64 block_write_bytes;
+	__u64 block_rqs;
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct st_proc_agg) == 72, "proc_agg layout");
+#endif
+
 #endif /* STEPTRACE_ABI_H */

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "daemon/daemon_harness.h"
@@ -84,6 +85,88 @@ pid_t short_job(const std::string& file, int ms) {
     ::_exit(0);
   }
   return p;
+}
+
+// The storm: a traced process (it holds `dev` open) whose two threads
+// ping-pong a byte over pipes: context switches and syscalls as fast as the
+// machine goes.
+pid_t pipe_storm(const std::string& dev) {
+  pid_t storm = ::fork();
+  if (storm == 0) {
+    int fd = ::open(dev.c_str(), O_RDONLY);
+    (void)fd;
+    int a[2], b[2];
+    if (::pipe(a) || ::pipe(b)) ::_exit(1);
+    std::thread t([&] {
+      char c;
+      while (::read(a[0], &c, 1) == 1)
+        if (::write(b[1], &c, 1) != 1) break;
+    });
+    char c = 0;
+    for (;;)
+      if (::write(a[1], &c, 1) != 1 || ::read(b[0], &c, 1) != 1) break;
+    ::_exit(0);
+  }
+  return storm;
+}
+
+// The kernel's own per-thread accounting of a process, summed over its
+// threads: /proc/PID/task/*/schedstat (on-CPU ns, run-queue wait ns) and
+// /proc/PID/task/*/status (voluntary and involuntary context switches).
+struct KernelSched {
+  double cpu_s = 0, wait_s = 0;
+  double voluntary = 0, involuntary = 0;
+};
+KernelSched kernel_sched(pid_t pid) {
+  KernelSched k;
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    unsigned long long run = 0, wait = 0;
+    if (std::sscanf(read_file(e.path().string() + "/schedstat").c_str(), "%llu %llu", &run, &wait) == 2) {
+      k.cpu_s += static_cast<double>(run) / 1e9;
+      k.wait_s += static_cast<double>(wait) / 1e9;
+    }
+    std::istringstream st(read_file(e.path().string() + "/status"));
+    std::string line;
+    while (std::getline(st, line)) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) k.voluntary += std::stod(line.substr(24));
+      if (line.rfind("nonvoluntary_ctxt_switches:", 0) == 0) k.involuntary += std::stod(line.substr(27));
+    }
+  }
+  return k;
+}
+
+// Every thread of `pid` in the stopped state (after SIGSTOP): none is on a CPU.
+bool all_stopped(pid_t pid) {
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::string s = read_file(e.path().string() + "/stat");
+    auto r = s.rfind(')');
+    if (r == std::string::npos || r + 2 >= s.size() || s[r + 2] != 'T') return false;
+  }
+  return true;
+}
+
+double sum_metric(const std::string& text, const std::string& name, const std::string& needle = "") {
+  double sum = 0;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name, 0) != 0 || (line.size() > name.size() && line[name.size()] != '{' && line[name.size()] != ' '))
+      continue;
+    if (!needle.empty() && line.find(needle) == std::string::npos) continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+// Records the sched collector generated (emitted + lost to a full ring).
+double sched_records(const std::string& m) {
+  double n = 0;
+  for (const char* c : {"sched_switch", "sched_wakeup"}) {
+    std::string cls = std::string("class=\"") + c + "\"";
+    n += metric_value(m, "steptrace_events_total", {cls}).value_or(0) +
+         metric_value(m, "steptrace_events_dropped_total", {cls}).value_or(0);
+  }
+  return n;
 }
 
 nlohmann::json prom_query(int port, const std::string& q) {
@@ -258,23 +341,7 @@ TEST_CASE("daemon: an event storm is held under the CPU budget and the degradati
   std::string dev = devdir + "/accel0";
   std::ofstream(dev) << "x";
   DaemonRun d("budget", {"--window", "2", "--scan-ms", "500", "--max-cpu", std::to_string(budget), "--accel-dev", dev});
-  // The storm: two threads ping-ponging over pipes (context switches + syscalls) in a traced process.
-  pid_t storm = ::fork();
-  if (storm == 0) {
-    int fd = ::open(dev.c_str(), O_RDONLY);
-    (void)fd;
-    int a[2], b[2];
-    if (::pipe(a) || ::pipe(b)) ::_exit(1);
-    std::thread t([&] {
-      char c;
-      while (::read(a[0], &c, 1) == 1)
-        if (::write(b[1], &c, 1) != 1) break;
-    });
-    char c = 0;
-    for (;;)
-      if (::write(a[1], &c, 1) != 1 || ::read(b[0], &c, 1) != 1) break;
-    ::_exit(0);
-  }
+  pid_t storm = pipe_storm(dev);
   for (int i = 0; i < 50 && d.metric("steptrace_discovered_processes_total") < 1; ++i) std::this_thread::sleep_for(100ms);
   CHECK(d.metric("steptrace_discovered_processes_total") >= 1);  // the storm is a traced job
   // Wait for the ladder to settle (each step needs a full 5 s measurement).
@@ -340,6 +407,14 @@ TEST_CASE("daemon: SIGHUP reloads the config file, and a step far over p99 dumps
   CHECK(until([&] { return d.metric("steptrace_config_reloads_total", {"result=\"error\""}) == 1; }));
   CHECK(d.metric("steptrace_cpu_budget_percent") == Approx(37));
   CHECK(d.proc.running());
+  // Raising degrade_level applies at once (the steps below are counted at that level too).
+  CHECK(d.metric("steptrace_degradation_level") == 0);
+  std::ofstream(cfg) << "max_cpu_percent = 37\ndegrade_level = \"aggregated\"\n";
+  REQUIRE(::kill(d.proc.pid(), SIGHUP) == 0);
+  CHECK(until([&] { return d.metric("steptrace_config_reloads_total", {"result=\"ok\""}) == 2; }));
+  CHECK(until([&] { return d.metric("steptrace_degradation_level") == 3; }));
+  CHECK(d.metric("steptrace_aggregation_enabled") == 1);
+  CHECK(d.metric("steptrace_degradation_floor") == 3);
 
   // Auto dump: 200 steps of ~15 ms with step 150 taking 400 ms more, in a
   // job that holds the accelerator file open (so discovery picks it up).
@@ -357,5 +432,219 @@ TEST_CASE("daemon: SIGHUP reloads the config file, and a step far over p99 dumps
   }
   CHECK(captures >= 1);
   CHECK(read_file(d.log).find("slow step") != std::string::npos);
+  std::system(("rm -rf '" + devdir + "'").c_str());
+}
+
+TEST_CASE("daemon: at level aggregated the per-process CPU and run-queue counters agree with /proc schedstat",
+          "[root][daemon]") {
+  require_root();
+  std::string devdir = make_tmpdir("agg-dev");
+  std::string dev = devdir + "/accel0";
+  std::ofstream(dev) << "x";
+  DaemonRun d("agg", {"--window", "2", "--scan-ms", "200", "--max-cpu", "400", "--degrade-level", "aggregated",
+                      "--accel-dev", dev});
+  pid_t storm = pipe_storm(dev);
+  // Steps keep being counted (from the marker's uprobe records), categories are not.
+  Proc job({"/bin/sh", "-c", "exec 3<'" + dev + "'; exec " + std::string(MARKER_DEMO) + " 100000 10 5"},
+           d.dir + "/job.log");
+  const std::string pid_label = "pid=\"" + std::to_string(storm) + "\"";
+  auto until = [&](auto pred, double s) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(s);
+    while (std::chrono::steady_clock::now() < end) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  };
+  INFO(read_file(d.log).substr(0, 4000));
+  REQUIRE(until([&] { return metric_value(d.metrics(), "steptrace_process_cpu_seconds_total", {pid_label}); }, 15));
+  CHECK(d.metric("steptrace_degradation_level") == 3);
+  CHECK(d.metric("steptrace_aggregation_enabled") == 1);
+  // Stop the storm at both ends of the interval: its threads are off CPU, so
+  // the kernel's counts and the daemon's (read every second) settle.
+  struct Snap {
+    KernelSched k;
+    double cpu = 0, wait = 0, vol = 0, invol = 0, sched = 0;
+  };
+  auto snap = [&] {
+    ::kill(storm, SIGSTOP);
+    REQUIRE(until([&] { return all_stopped(storm); }, 5));
+    std::this_thread::sleep_for(2500ms);  // at least two reads of the map after the last switch-out
+    Snap s;
+    auto m = d.metrics();
+    s.k = kernel_sched(storm);
+    s.cpu = metric_value(m, "steptrace_process_cpu_seconds_total", {pid_label}).value_or(-1);
+    s.wait = metric_value(m, "steptrace_process_runqueue_wait_seconds_total", {pid_label}).value_or(-1);
+    s.vol = metric_value(m, "steptrace_process_context_switches_total", {pid_label, "type=\"voluntary\""}).value_or(-1);
+    s.invol = metric_value(m, "steptrace_process_context_switches_total", {pid_label, "type=\"involuntary\""}).value_or(-1);
+    s.sched = sched_records(m);
+    ::kill(storm, SIGCONT);
+    return s;
+  };
+  Snap a = snap();
+  std::this_thread::sleep_for(10s);
+  Snap b = snap();
+  ::kill(storm, SIGKILL);
+  ::waitpid(storm, nullptr, 0);
+  double cpu = b.cpu - a.cpu, kcpu = b.k.cpu_s - a.k.cpu_s;
+  double wait = b.wait - a.wait, kwait = b.k.wait_s - a.k.wait_s;
+  double sw = (b.vol + b.invol) - (a.vol + a.invol);
+  double ksw = (b.k.voluntary + b.k.involuntary) - (a.k.voluntary + a.k.involuntary);
+  double inv = b.invol - a.invol, kinv = b.k.involuntary - a.k.involuntary;
+  std::fprintf(stderr,
+               "aggregated: on-CPU %.4f s (kernel %.4f s), run-queue wait %.4f s (kernel %.4f s), switches %.0f "
+               "(kernel %.0f), involuntary %.0f (kernel %.0f), sched records %.0f\n",
+               cpu, kcpu, wait, kwait, sw, ksw, inv, kinv, b.sched - a.sched);
+  CHECK(kcpu > 1.0);  // the storm ran: the comparison means something
+  CHECK(std::abs(cpu - kcpu) <= 0.03 * kcpu + 0.01);
+  CHECK(kwait > 0.001);
+  CHECK(std::abs(wait - kwait) <= 0.05 * kwait + 0.01);
+  CHECK(ksw > 10000);
+  CHECK(std::abs(sw - ksw) <= 0.02 * ksw + 10);
+  CHECK(std::abs(inv - kinv) <= 0.05 * kinv + 50);
+  // While the counters advanced, the ring buffer carried no sched records.
+  CHECK(b.sched - a.sched == 0);
+  auto m = d.metrics();
+  job.stop(5);
+  double steps = sum_metric(m, "steptrace_step_duration_seconds_count");
+  std::fprintf(stderr, "aggregated: %.0f marker steps counted, category seconds %.3f\n", steps,
+               sum_metric(m, "steptrace_category_seconds_total"));
+  CHECK(steps > 100);
+  CHECK(sum_metric(m, "steptrace_category_seconds_total") == 0);
+  CHECK(metric_value(m, "steptrace_verdict", {"verdict=\"none\""}).value_or(0) == 1);
+  CHECK(d.metric("steptrace_detail_windows_total", {"detail=\"on\""}) == 0);
+  CHECK(d.metric("steptrace_detail_windows_total", {"detail=\"off\""}) >= 5);
+  // The exited process's key is evicted and its series dropped (kept 10 s).
+  CHECK(until([&] { return !metric_value(d.metrics(), "steptrace_process_cpu_seconds_total", {pid_label}); }, 20));
+  CHECK(d.proc.running());
+  std::system(("rm -rf '" + devdir + "'").c_str());
+}
+
+TEST_CASE("daemon: at level sampled detail comes from 1 of N windows and steps from every window",
+          "[root][daemon]") {
+  require_root();
+  std::string devdir = make_tmpdir("sampled-dev");
+  std::string dev = devdir + "/accel0";
+  std::ofstream(dev) << "x";
+  // Side by side on the same workload: one daemon at full, one sampled (N = 4).
+  DaemonRun full("full", {"--window", "1", "--scan-ms", "200", "--max-cpu", "400", "--accel-dev", dev});
+  DaemonRun smp("sampled", {"--window", "1", "--scan-ms", "200", "--max-cpu", "400", "--degrade-level", "sampled",
+                            "--sample-every", "4", "--accel-dev", dev});
+  pid_t storm = pipe_storm(dev);
+  // Steps: a marked step loop (~15 ms steps) that holds the device file too.
+  Proc job({"/bin/sh", "-c", "exec 3<'" + dev + "'; exec " + std::string(MARKER_DEMO) + " 100000 10 5"},
+           smp.dir + "/job.log");
+  auto steps = [](const std::string& m) { return sum_metric(m, "steptrace_step_duration_seconds_count"); };
+  // Both count steps (uprobe attached) before the measurement starts.
+  auto t_end = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < t_end && (steps(full.metrics()) < 20 || steps(smp.metrics()) < 20))
+    std::this_thread::sleep_for(200ms);
+  INFO(read_file(smp.log).substr(0, 4000));
+  REQUIRE(steps(full.metrics()) >= 20);
+  REQUIRE(steps(smp.metrics()) >= 20);
+  CHECK(smp.metric("steptrace_degradation_level") == 2);
+
+  struct Poll {
+    double cats, on, off, steps;
+  };
+  auto poll = [&] {
+    auto m = smp.metrics();
+    return Poll{sum_metric(m, "steptrace_category_seconds_total"),
+                metric_value(m, "steptrace_detail_windows_total", {"detail=\"on\""}).value_or(-1),
+                metric_value(m, "steptrace_detail_windows_total", {"detail=\"off\""}).value_or(-1), steps(m)};
+  };
+  std::string fm0 = full.metrics(), sm0 = smp.metrics();
+  std::vector<Poll> polls{poll()};
+  auto m0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - m0 < 16s) {
+    std::this_thread::sleep_for(250ms);
+    polls.push_back(poll());
+  }
+  std::string fm1 = full.metrics(), sm1 = smp.metrics();
+  ::kill(storm, SIGKILL);
+  ::waitpid(storm, nullptr, 0);
+  job.stop(5);
+
+  const double n = 4;
+  double rec_full = sched_records(fm1) - sched_records(fm0);
+  double rec_smp = sched_records(sm1) - sched_records(sm0);
+  double steps_full = steps(fm1) - steps(fm0), steps_smp = steps(sm1) - steps(sm0);
+  double on = polls.back().on - polls.front().on, off = polls.back().off - polls.front().off;
+  // Per-category series move only in a poll where a detailed window closed;
+  // steps also move where none did.
+  int cat_moves = 0, cat_moves_without_detail = 0, step_moves_without_detail = 0;
+  for (size_t i = 1; i < polls.size(); ++i) {
+    bool detail_closed = polls[i].on > polls[i - 1].on;
+    if (polls[i].cats > polls[i - 1].cats) {
+      ++cat_moves;
+      if (!detail_closed) ++cat_moves_without_detail;
+    }
+    if (polls[i].steps > polls[i - 1].steps && !detail_closed) ++step_moves_without_detail;
+  }
+  std::fprintf(stderr,
+               "sampled: sched records/s full %.0f, sampled %.0f (ratio %.3f, 1/N = %.3f); windows on %.0f off %.0f; "
+               "steps full %.0f sampled %.0f; category updates %d (%d without a detailed window), step updates "
+               "without one %d\n",
+               rec_full / 16, rec_smp / 16, rec_smp / rec_full, 1 / n, on, off, steps_full, steps_smp, cat_moves,
+               cat_moves_without_detail, step_moves_without_detail);
+  CHECK(rec_full > 10000);
+  CHECK(rec_smp / rec_full > 0.5 / n);
+  CHECK(rec_smp / rec_full < 1.7 / n);
+  CHECK(on >= 2);
+  CHECK(off >= 2 * on);
+  CHECK(steps_full > 200);
+  CHECK(steps_smp >= 0.85 * steps_full);  // detail windows alone would give ~1/N
+  CHECK(cat_moves >= 2);
+  CHECK(cat_moves_without_detail == 0);
+  CHECK(step_moves_without_detail >= 3);
+  CHECK(read_file(smp.log).find("'sampled'") != std::string::npos);
+  CHECK(full.metric("steptrace_detail_windows_total", {"detail=\"off\""}) == 0);
+  std::system(("rm -rf '" + devdir + "'").c_str());
+}
+
+TEST_CASE("daemon: tracer CPU at levels full, sampled and aggregated on one storm", "[root][daemon]") {
+  require_root();
+  std::string devdir = make_tmpdir("levels-dev");
+  std::string dev = devdir + "/accel0";
+  std::ofstream(dev) << "x";
+  const char* levels[] = {"full", "sampled", "aggregated"};
+  std::vector<std::unique_ptr<DaemonRun>> ds;
+  for (const char* l : levels)
+    ds.push_back(std::make_unique<DaemonRun>(std::string("cpu-") + l,
+                                             std::vector<std::string>{"--window", "2", "--scan-ms", "200", "--max-cpu",
+                                                                      "400", "--degrade-level", l, "--accel-dev", dev}));
+  pid_t storm = pipe_storm(dev);
+  for (int i = 0; i < 100; ++i) {
+    bool all = true;
+    for (auto& d : ds) all = all && d->metric("steptrace_tracked_processes") >= 1;
+    if (all) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  std::this_thread::sleep_for(2s);
+  // 16 s: two whole sampling cycles of 4 windows of 2 s.
+  std::vector<double> cpu0, bpf0;
+  for (auto& d : ds) {
+    cpu0.push_back(proc_cpu_s(d->proc.pid()));
+    bpf0.push_back(d->metric("steptrace_tracer_cpu_seconds_total", {"mode=\"bpf\""}));
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(16s);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<double> user, bpf;
+  for (size_t i = 0; i < ds.size(); ++i) {
+    user.push_back(100 * (proc_cpu_s(ds[i]->proc.pid()) - cpu0[i]) / wall);
+    bpf.push_back(100 * (ds[i]->metric("steptrace_tracer_cpu_seconds_total", {"mode=\"bpf\""}) - bpf0[i]) / wall);
+  }
+  ::kill(storm, SIGKILL);
+  ::waitpid(storm, nullptr, 0);
+  for (size_t i = 0; i < ds.size(); ++i)
+    std::fprintf(stderr, "levels: %-10s userspace %.2f%%, bpf %.2f%%, total %.2f%% of one core\n", levels[i], user[i],
+                 bpf[i], user[i] + bpf[i]);
+  const double want_level[] = {0, 2, 3};  // kLevels: full, sampled, aggregated
+  for (size_t i = 0; i < ds.size(); ++i) CHECK(ds[i]->metric("steptrace_degradation_level") == want_level[i]);
+  // Userspace work follows the records: sampled reads ~1/4 of them, aggregated none.
+  CHECK(user[1] < user[0]);
+  CHECK(user[2] < user[1]);
+  CHECK(user[2] + bpf[2] < user[0] + bpf[0]);
   std::system(("rm -rf '" + devdir + "'").c_str());
 }

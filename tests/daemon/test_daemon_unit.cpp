@@ -134,6 +134,14 @@ TEST_CASE("CPU budget: degrades in order, recovers after the hold time", "[daemo
   CHECK(degrades == kMaxLevel);
   CHECK(b.level() == kMaxLevel);
   CHECK(std::string(kLevels[b.level()].name) == "paused");
+  // The documented order (README, steptrace(8), steptrace.toml).
+  std::vector<std::string> names;
+  for (const auto& l : kLevels) names.emplace_back(l.name);
+  CHECK(names == std::vector<std::string>{"full", "slow_drain", "sampled", "aggregated", "no_net", "no_block",
+                                          "no_sched", "paused"});
+  CHECK(level_by_name("sampled") == kLevelSampled);
+  CHECK(level_by_name("aggregated") == kLevelAggregated);
+  CHECK(level_by_name("fast") == -1);
   // Quiet: no recovery before the hold time, one level after it.
   int recovers = 0;
   double start = t;
@@ -153,6 +161,133 @@ TEST_CASE("CPU budget: degrades in order, recovers after the hold time", "[daemo
   BudgetController ok(1.0);
   for (int i = 1; i < 30; ++i) CHECK(ok.sample(i, 0.005, 1.0) == BudgetController::Action::none);
   CHECK(ok.level() == 0);
+}
+
+TEST_CASE("CPU budget: a floor is where it starts and how far it recovers", "[daemon]") {
+  BudgetController b(1.0);
+  CHECK(b.set_floor(kLevelAggregated));  // raised at once
+  CHECK(b.level() == kLevelAggregated);
+  CHECK_FALSE(b.set_floor(kLevelAggregated));
+  double t = 0;
+  // Well under budget for far longer than the hold time: it stays at the floor.
+  for (int i = 0; i < 300; ++i) {
+    t += 1;
+    CHECK(b.sample(t, 0.0, 1.0) == BudgetController::Action::none);
+  }
+  CHECK(b.level() == kLevelAggregated);
+  // Over budget: it still degrades past the floor...
+  t += 1;  // one second at 10% tips the 5 s average over 1%
+  CHECK(b.sample(t, 0.10, 1.0) == BudgetController::Action::degrade);
+  CHECK(b.level() == kLevelAggregated + 1);
+  // ...and recovers back down to it, no further.
+  int recovers = 0;
+  for (int i = 0; i < 2000; ++i) {
+    t += 1;
+    recovers += b.sample(t, 0.0, 1.0) == BudgetController::Action::recover;
+  }
+  CHECK(recovers == 1);
+  CHECK(b.level() == kLevelAggregated);
+  // Lowering the floor lets it recover further.
+  CHECK_FALSE(b.set_floor(0));
+  for (int i = 0; i < 2000; ++i) {
+    t += 1;
+    b.sample(t, 0.0, 1.0);
+  }
+  CHECK(b.level() < kLevelAggregated);
+}
+
+TEST_CASE("CPU budget: a long measuring window judges a whole sampling cycle", "[daemon]") {
+  // Sampled: one detailed window of 10 s (8% of a core) in every 4, 0.2% in
+  // the others: 2.15% on average against a 3% budget. A 5 s window inside
+  // the detailed one would degrade; a 40 s window sees the average.
+  auto run = [](double window_s) {
+    BudgetController b(3.0);
+    b.set_floor(kLevelSampled);
+    b.set_window(window_s);
+    int degrades = 0;
+    for (int t = 1; t <= 200; ++t) {
+      bool detailed = ((t - 1) / 10) % 4 == 0;
+      degrades += b.sample(t, detailed ? 0.08 : 0.002, 1.0) == BudgetController::Action::degrade;
+      if (degrades) break;
+    }
+    return degrades;
+  };
+  CHECK(run(BudgetController::kWindowS) == 1);
+  CHECK(run(40) == 0);
+}
+
+TEST_CASE("CPU budget: sampled-out windows alone over budget degrade without waiting for the cycle", "[daemon]") {
+  // 2% of a core even in the cheap windows, 1% budget: the cycle cannot fit.
+  auto first_degrade = [](bool mark_cheap) {
+    BudgetController b(1.0);
+    b.set_floor(kLevelSampled);
+    b.set_window(40);
+    for (int t = 1; t <= 100; ++t) {
+      bool detailed = ((t - 1) / 10) % 4 == 0;
+      if (b.sample(t, detailed ? 0.08 : 0.02, 1.0, mark_cheap && !detailed) == BudgetController::Action::degrade)
+        return t;
+    }
+    return -1;
+  };
+  int fast = first_degrade(true), slow = first_degrade(false);
+  CHECK(fast > 10);   // not in the detailed window...
+  CHECK(fast <= 16);  // ...but after ~5 s of cheap samples
+  CHECK(slow >= 39);  // unmarked: judged over the whole cycle
+  // Cheap samples under budget never degrade by themselves.
+  BudgetController ok(3.0);
+  ok.set_floor(kLevelSampled);
+  ok.set_window(40);
+  for (int t = 1; t <= 30; ++t) CHECK(ok.sample(t, 0.02, 1.0, true) == BudgetController::Action::none);
+}
+
+TEST_CASE("detail cycle: sampled details the first window at the level and every N-th after it", "[daemon]") {
+  DetailCycle c;
+  std::string seen;
+  auto run = [&](int windows) {
+    for (int i = 0; i < windows; ++i) {
+      seen += c.detail(kLevelSampled, 4) ? 'D' : '.';
+      c.window_closed();
+    }
+  };
+  // Started at sampled (--degrade-level): a fresh window, phase 0.
+  c.restart();
+  run(9);
+  CHECK(seen == "D...D...D");
+  // Degraded into sampled from slow_drain: the slow_drain window still open
+  // is closed after the change; the first sampled window is detailed anyway.
+  c.level_changed();
+  c.window_closed();  // the old level's window
+  seen.clear();
+  run(5);
+  CHECK(seen == "D...D");
+  // Other levels: always (below) or never (above).
+  CHECK(c.detail(0, 4));
+  CHECK(c.detail(kLevelSlowDrain, 4));
+  CHECK_FALSE(c.detail(kLevelAggregated, 4));
+  CHECK_FALSE(c.detail(kLevelPaused, 4));
+  CHECK(c.detail(kLevelSampled, 1));  // N = 1: every window
+}
+
+TEST_CASE("daemon config: degrade_level and sample_every", "[daemon]") {
+  DaemonConfig c;
+  CHECK(c.degrade_level == "full");
+  CHECK(c.sample_every == 4);
+  REQUIRE(apply_config_toml("degrade_level = \"aggregated\"\nsample_every = 8\n", "f.toml", c).ok());
+  CHECK(c.degrade_level == "aggregated");
+  CHECK(c.sample_every == 8);
+  CHECK(validate(c).ok());
+  const char* argv[] = {"daemon", "--degrade-level", "sampled", "--sample-every", "2"};
+  int code = 0;
+  REQUIRE(parse_daemon_flags(5, argv, c, &code).ok());
+  CHECK(c.degrade_level == "sampled");
+  CHECK(c.sample_every == 2);
+  c.degrade_level = "cheap";
+  auto bad = validate(c);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("no_sched") != std::string::npos);  // lists the levels
+  c.degrade_level = "paused";
+  c.sample_every = 0;
+  CHECK_FALSE(validate(c).ok());
 }
 
 TEST_CASE("flight recorder: bounded by bytes and age, dumps a readable capture", "[daemon]") {

@@ -3,6 +3,22 @@
 
 namespace steptrace::daemon {
 
+int level_by_name(std::string_view name) {
+  for (int i = 0; i <= kMaxLevel; ++i)
+    if (kLevels[i].name == name) return i;
+  return -1;
+}
+
+bool BudgetController::set_floor(int level) {
+  floor_ = std::clamp(level, 0, kMaxLevel);
+  if (level_ >= floor_) return false;
+  level_ = floor_;
+  samples_.clear();
+  cheap_.clear();
+  under_since_ = -1;
+  return true;
+}
+
 double BudgetController::average_percent() const {
   double cpu = 0, wall = 0;
   for (const auto& s : samples_) {
@@ -12,15 +28,26 @@ double BudgetController::average_percent() const {
   return wall > 0 ? 100.0 * cpu / wall : 0;
 }
 
-BudgetController::Action BudgetController::sample(double now_s, double cpu_s, double wall_s) {
+BudgetController::Action BudgetController::sample(double now_s, double cpu_s, double wall_s, bool cheap) {
   if (wall_s <= 0) return Action::none;
   samples_.push_back({now_s, cpu_s, wall_s});
-  while (!samples_.empty() && samples_.front().t < now_s - kWindowS) samples_.pop_front();
-  // Judge only a full window measured at the current level.
+  while (!samples_.empty() && samples_.front().t < now_s - window_s_) samples_.pop_front();
+  if (!cheap) cheap_.clear();
+  else cheap_.push_back({now_s, cpu_s, wall_s});
+  while (!cheap_.empty() && cheap_.front().t < now_s - kWindowS) cheap_.pop_front();
+  double cheap_cpu = 0, cheap_wall = 0;
+  for (const auto& s : cheap_) {
+    cheap_cpu += s.cpu;
+    cheap_wall += s.wall;
+  }
+  const bool cheap_over = window_s_ > kWindowS && cheap_wall >= kWindowS * 0.8 &&
+                          100.0 * cheap_cpu / cheap_wall > max_percent_;
+  // Judge only a full window measured at the current level (long windows:
+  // all but a second of it, so a cycle's costly part is not over-weighted).
   double covered = 0;
   for (const auto& s : samples_) covered += s.wall;
-  if (covered < kWindowS * 0.8) return Action::none;
-  double avg = average_percent();
+  if (covered < std::max(window_s_ * 0.8, window_s_ - 1.5) && !cheap_over) return Action::none;
+  double avg = cheap_over ? std::max(average_percent(), 100.0 * cheap_cpu / cheap_wall) : average_percent();
   if (avg > max_percent_) {
     under_since_ = -1;
     if (level_ < kMaxLevel) {
@@ -30,11 +57,12 @@ BudgetController::Action BudgetController::sample(double now_s, double cpu_s, do
       changed_at_ = now_s;
       decided_at_percent_ = avg;
       samples_.clear();
+      cheap_.clear();
       return Action::degrade;
     }
     return Action::none;
   }
-  if (level_ > 0 && avg < max_percent_ * kRecoverFraction) {
+  if (level_ > floor_ && avg < max_percent_ * kRecoverFraction) {
     if (under_since_ < 0) under_since_ = now_s;
     if (now_s - under_since_ >= hold_s_ && now_s - changed_at_ >= hold_s_) {
       --level_;
@@ -42,6 +70,7 @@ BudgetController::Action BudgetController::sample(double now_s, double cpu_s, do
       decided_at_percent_ = avg;
       under_since_ = -1;
       samples_.clear();
+      cheap_.clear();
       return Action::recover;
     }
   } else {

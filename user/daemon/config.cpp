@@ -12,6 +12,7 @@
 #include <toml.hpp>
 
 #include "cli/options.h"
+#include "daemon/budget.h"
 #include "util/sys_root.h"
 
 namespace steptrace::daemon {
@@ -24,6 +25,11 @@ void add_flags(CLI::App& app, DaemonConfig& c) {
   app.add_option("--listen", c.listen,
                  "HOST:PORT for the Prometheus endpoint (default 127.0.0.1:9464; anything else is an explicit choice)");
   app.add_option("--max-cpu", c.max_cpu_percent, "CPU budget in percent of one core (userspace + BPF run time)");
+  app.add_option("--degrade-level", c.degrade_level,
+                 "Start at this level of the degradation ladder (full, slow_drain, sampled, aggregated, no_net, "
+                 "no_block, no_sched, paused) and never recover past it");
+  app.add_option("--sample-every", c.sample_every,
+                 "Level sampled: per-event sched/net/block detail in 1 of every N analysis windows");
   app.add_option("--window", c.window_s, "Analysis window in seconds (steps crossing a window edge are cut)");
   app.add_option("--scan-ms", c.scan_ms, "Discovery interval: scan /proc/*/fd for accelerator users");
   app.add_option("--drain-ms", c.drain_ms, "Ring buffer drain interval in ms");
@@ -107,6 +113,8 @@ Result<Ok> apply_config_toml(const std::string& text, const std::string& origin,
     const std::map<std::string, Setter> keys = {
         {"listen", str(c.listen)},
         {"max_cpu_percent", dbl(c.max_cpu_percent)},
+        {"degrade_level", str(c.degrade_level)},
+        {"sample_every", u32(c.sample_every)},
         {"window_seconds", dbl(c.window_s)},
         {"scan_ms", u32(c.scan_ms)},
         {"drain_ms", u32(c.drain_ms)},
@@ -172,6 +180,12 @@ Result<Ok> validate(const DaemonConfig& c) {
   if (auto l = split_listen(c.listen); !l) return l.error();
   if (!(c.max_cpu_percent > 0 && c.max_cpu_percent <= 100 * 1024))
     return make_error(fmt::format("max_cpu_percent {} must be > 0", c.max_cpu_percent));
+  if (level_by_name(c.degrade_level) < 0) {
+    std::string names;
+    for (const auto& l : kLevels) names += (names.empty() ? "" : ", ") + std::string(l.name);
+    return make_error(fmt::format("degrade_level '{}': expected one of {}", c.degrade_level, names));
+  }
+  if (c.sample_every < 1 || c.sample_every > 1000) return make_error("sample_every must be within 1..1000");
   if (!(c.window_s >= 1 && c.window_s <= 3600)) return make_error("window_seconds must be within 1..3600");
   if (c.scan_ms < 50 || c.scan_ms > 60'000) return make_error("scan_ms must be within 50..60000");
   if (c.drain_ms < 1 || c.drain_ms > 1000) return make_error("drain_ms must be within 1..1000");

@@ -20,6 +20,8 @@ struct DaemonConfig {
   bool config_explicit = false;        // --config given: a missing file is an error
   std::string listen = "127.0.0.1:9464";
   double max_cpu_percent = 1.0;        // of one core: userspace + BPF run time
+  std::string degrade_level = "full";  // start at this level of the ladder, never recover past it
+  uint32_t sample_every = 4;           // level sampled: per-event detail in 1 of this many windows
   double window_s = 10;                // analysis window (steps crossing an edge are cut)
   uint32_t scan_ms = 1000;             // /proc/*/fd discovery interval
   uint32_t drain_ms = 10;

@@ -101,6 +101,26 @@ struct RankSeries {
   uint64_t last_window = 0;
 };
 
+// In-kernel per-process counters (levels aggregated and up), as exported.
+struct ProcAggSeries {
+  std::string job, rank, pid;
+  st_proc_agg base{};  // counts of replaced tracers and of keys already deleted
+  st_proc_agg cur{};   // base + the live map's value
+  double gone_at_s = 0;  // when the process was found gone; 0 while alive
+};
+
+st_proc_agg operator+(const st_proc_agg& a, const st_proc_agg& b) {
+  return {a.oncpu_ns + b.oncpu_ns,
+          a.runq_wait_ns + b.runq_wait_ns,
+          a.switches + b.switches,
+          a.involuntary + b.involuntary,
+          a.net_send_bytes + b.net_send_bytes,
+          a.net_recv_bytes + b.net_recv_bytes,
+          a.block_read_bytes + b.block_read_bytes,
+          a.block_write_bytes + b.block_write_bytes,
+          a.block_rqs + b.block_rqs};
+}
+
 struct DumpRequest {
   std::string reason;
   bool done = false;
@@ -120,7 +140,11 @@ class Daemon {
   Status build_tracer();
   void drop_tracer();
   void apply_level(int level, const char* why);
+  void enter_level(int level);
   uint32_t wanted_subsystems() const;
+  bool detail_wanted() const;
+  void apply_detail();
+  void read_aggregates(bool tracer_going);
   void on_record(const void* data, size_t len);
   void resolve_accel_devs(bool first_time);
   void discover();
@@ -131,7 +155,7 @@ class Daemon {
   void scan_for_libs();
   void attach_lib(const std::string& path);
   void close_window(uint64_t now, const char* reason);
-  void publish(const JobAnalysis& ja);
+  void publish(const JobAnalysis& ja, bool detail);
   void sample_cpu();
   void render_metrics();
   void reload();
@@ -161,6 +185,16 @@ class Daemon {
   Reorderer reorder_;
   std::unique_ptr<Analysis> analysis_;
   uint64_t window_start_ns_ = 0, window_events_ = 0, window_no_ = 0;
+  // Per-event detail was on for the whole current window (sampled: 1 of
+  // every sample_every windows since the level was entered).
+  bool window_detail_ = true;
+  bool bpf_detail_ = false;        // what the current tracer's programs were told
+  bool detail_since_sample_ = true;  // some window since the last CPU sample had detail
+  uint64_t detail_since_ns_ = 0;   // when they last turned detail on
+  DetailCycle cycle_;
+  int applied_level_ = 0;
+  uint64_t detail_windows_[2] = {0, 0};  // closed windows without / with detail
+  std::map<uint32_t, ProcAggSeries> agg_;
   DropStats drops_window_start_{};
   DropStats drops_base_{};           // counters of tracers that were replaced
   double bpf_base_s_ = 0;
@@ -218,11 +252,79 @@ Daemon::~Daemon() {
 uint32_t Daemon::wanted_subsystems() const {
   uint32_t s = base_subsystems_;
   int lvl = budget_.level();
-  if (lvl >= 2) s &= ~static_cast<uint32_t>(ST_SUB_NET);
-  if (lvl >= 3) s &= ~static_cast<uint32_t>(ST_SUB_BLOCK);
-  if (lvl >= 4) s &= ~static_cast<uint32_t>(ST_SUB_SCHED);
-  if (lvl >= 5) s = 0;
+  if (lvl >= kLevelNoNet) s &= ~static_cast<uint32_t>(ST_SUB_NET);
+  if (lvl >= kLevelNoBlock) s &= ~static_cast<uint32_t>(ST_SUB_BLOCK);
+  if (lvl >= kLevelNoSched) s &= ~static_cast<uint32_t>(ST_SUB_SCHED);
+  if (lvl >= kLevelPaused) s = 0;
   return s;
+}
+
+bool Daemon::detail_wanted() const { return cycle_.detail(budget_.level(), cfg_.sample_every); }
+
+// At the start of every window: the BPF switches for the level and the
+// window's place in the sampling cycle.
+void Daemon::apply_detail() {
+  window_detail_ = detail_wanted();
+  if (!tracer_) return;
+  if (window_detail_ && !bpf_detail_) detail_since_ns_ = monotonic_ns();
+  bpf_detail_ = window_detail_;
+  detail_since_sample_ = detail_since_sample_ || window_detail_;
+  tracer_->set_detail(window_detail_);
+  tracer_->set_aggregate(budget_.level() >= kLevelAggregated);
+}
+
+void Daemon::enter_level(int level) {
+  applied_level_ = level;
+  drain_ms_ = level >= kLevelSlowDrain ? std::max<uint32_t>(cfg_.drain_ms * 10, 100) : cfg_.drain_ms;
+  // Sampled costs most in its detailed windows: judge it over a whole cycle.
+  budget_.set_window(level == kLevelSampled
+                         ? std::max(BudgetController::kWindowS, cfg_.window_s * static_cast<double>(cfg_.sample_every))
+                         : BudgetController::kWindowS);
+}
+
+void Daemon::read_aggregates(bool tracer_going) {
+  std::map<uint32_t, st_proc_agg> live;
+  if (tracer_) {
+    if (auto m = tracer_->read_proc_agg()) live = std::move(*m);
+    else log::debug("aggregation map: {}", m.error().message);
+  }
+  double now = now_s();
+  for (const auto& [tgid, v] : live) {
+    auto it = agg_.find(tgid);
+    if (it != agg_.end() && it->second.gone_at_s > 0) {
+      agg_.erase(it);  // the pid was reused: a new process, a new series
+      it = agg_.end();
+    }
+    if (it == agg_.end()) {
+      ProcIdentity id;
+      if (auto c = identity_cache_.find(tgid); c != identity_cache_.end()) id = c->second;
+      else id = scanner_.identity(tgid);
+      ProcAggSeries s;
+      s.job = id.job;
+      s.rank = id.rank;
+      s.pid = std::to_string(tgid);
+      it = agg_.emplace(tgid, std::move(s)).first;
+    }
+    ProcAggSeries& s = it->second;
+    s.cur = s.base + v;
+    if (tracer_going) {
+      s.base = s.cur;  // the next tracer's map starts from zero
+    } else if (!scanner_.alive(tgid)) {
+      // Exited (reaped: every thread has left its CPU for good). Keep the
+      // final counts in userspace for a while, free the kernel's key now.
+      s.base = s.cur;
+      s.gone_at_s = now;
+      tracer_->forget_proc_agg(tgid);
+    }
+  }
+  // Series whose key is gone (tracer rebuilt, or paused) end when the process does.
+  for (auto& [tgid, s] : agg_)
+    if (s.gone_at_s == 0 && !live.count(tgid) && !scanner_.alive(tgid)) s.gone_at_s = now;
+  const double keep_s = std::max(10.0, 2 * cfg_.window_s);
+  for (auto it = agg_.begin(); it != agg_.end();) {
+    if (it->second.gone_at_s > 0 && now - it->second.gone_at_s > keep_s) it = agg_.erase(it);
+    else ++it;
+  }
 }
 
 Status Daemon::start() {
@@ -238,8 +340,14 @@ Status Daemon::start() {
   if (neuron_major_) log::info("found Neuron devices: char major {}", neuron_major_);
   uverbs_major_ = SysRoot().char_major("infiniband_verbs").value_or(0);
   if (uverbs_major_) log::info("found RDMA verbs devices (EFA control path): char major {}", uverbs_major_);
-  drain_ms_ = cfg_.drain_ms;
   apply_runtime_config();
+  // A configured floor: start there (a cheap mode from the first window).
+  budget_.set_floor(level_by_name(cfg_.degrade_level));
+  enter_level(budget_.level());
+  cycle_.restart();
+  if (budget_.level() > 0)
+    log::info("starting at degradation level {} '{}' (degrade_level): {}", budget_.level(),
+              kLevels[budget_.level()].name, kLevels[budget_.level()].what);
 
   // BPF run-time statistics: the kernel counts only while this fd is open.
   stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
@@ -338,6 +446,7 @@ Status Daemon::build_tracer() {
   ts.neuron_major = neuron_major_;
   ts.uverbs_major = uverbs_major_;
   ts.rdma_verbs = uverbs_major_ != 0 || dev_files_.has_rdma();
+  ts.agg_processes = ST_MAX_AGG_PROCS;
   auto tracer = BpfTracer::create(ts, features_);
   if (!tracer) return make_error(fmt::format("cannot trace: {}", tracer.error().message));
   tracer_ = std::move(*tracer);
@@ -364,6 +473,7 @@ Status Daemon::build_tracer() {
   seed_parents();
   window_events_ = 0;
   if (auto d = tracer_->read_stats()) drops_window_start_ = *d;
+  apply_detail();
   return Ok{};
 }
 
@@ -380,6 +490,7 @@ DropStats Daemon::cumulative_drops() const {
 
 void Daemon::drop_tracer() {
   if (!tracer_) return;
+  read_aggregates(true);
   if (reader_) (void)reader_->drain();
   reorder_.flush([this](const Event& e) { analysis_->on_event(e); });
   close_window(monotonic_ns(), "tracer_rebuild");
@@ -394,21 +505,35 @@ void Daemon::drop_tracer() {
   }
   reader_.reset();
   tracer_.reset();
+  bpf_detail_ = false;
   decoder_ = Decoder();
   reorder_ = Reorderer();
 }
 
 void Daemon::apply_level(int level, const char* why) {
   const auto& l = kLevels[level];
-  log::warn("CPU budget: {} (tracer CPU {:.2f}% of one core, budget {:.2f}%): degraded to level {} '{}': {}", why,
-            budget_.last_decision_percent(), budget_.budget_percent(), level, l.name, l.what);
-  drain_ms_ = level >= 1 ? std::max<uint32_t>(cfg_.drain_ms * 10, 100) : cfg_.drain_ms;
+  cycle_.level_changed();
+  std::string sampling =
+      level == kLevelSampled ? fmt::format(" (N = {}: detail in 1 of every {} windows of {} s)", cfg_.sample_every,
+                                           cfg_.sample_every, cfg_.window_s)
+                             : "";
+  log::warn("CPU budget: {} (tracer CPU {:.2f}% of one core, budget {:.2f}%): degraded to level {} '{}': {}{}", why,
+            budget_.last_decision_percent(), budget_.budget_percent(), level, l.name, l.what, sampling);
+  // A window never mixes detail policies: the one that ran under the old
+  // level is closed (and published by its own rule) before the switch.
+  auto mode = [](int lv) { return lv < kLevelSampled ? 0 : lv == kLevelSampled ? 1 : 2; };
+  bool mode_changes = mode(level) != mode(applied_level_);
+  enter_level(level);
   if (wanted_subsystems() != active_subsystems_) {
     drop_tracer();
     if (auto s = build_tracer(); !s) {
       log::error("{}", s.error().message);
       g_stop.store(true);
     }
+  } else if (mode_changes && analysis_) {
+    if (reader_) (void)reader_->drain();
+    reorder_.flush([this](const Event& e) { analysis_->on_event(e); });
+    close_window(monotonic_ns(), "level_change");
   }
 }
 
@@ -549,19 +674,27 @@ void Daemon::close_window(uint64_t now, const char* reason) {
     delta.dropped[k] = cur.dropped[k] - std::min(cur.dropped[k], drops_window_start_.dropped[k]);
   }
   JobAnalysis ja = analysis_->finish(now, delta);
-  publish(ja);
+  publish(ja, window_detail_);
   ++windows_total_;
   ++window_closes_[reason];
-  log::debug("window {} closed ({}): {} events, {} ranks", window_no_, reason, window_events_, ja.ranks.size());
+  ++detail_windows_[window_detail_ ? 1 : 0];
+  log::debug("window {} closed ({}): {} events, {} ranks, detail {}", window_no_, reason, window_events_,
+             ja.ranks.size(), window_detail_ ? "on" : "off (sampled out: steps only)");
   ++window_no_;
+  cycle_.window_closed();
   analysis_ = std::make_unique<Analysis>();
   window_start_ns_ = now;
   window_events_ = 0;
   drops_window_start_ = cur;
   seed_parents();
+  apply_detail();
 }
 
-void Daemon::publish(const JobAnalysis& ja) {
+// Steps are counted from every window (the accelerator and runtime-probe
+// records never stop); categories, straggler steps and the verdict only from
+// windows that had per-event detail throughout: without it a step's time
+// cannot be split, and partial detail would split it wrongly.
+void Daemon::publish(const JobAnalysis& ja, bool detail) {
   // The p99 before this window's steps decides whether one of them is an outlier.
   double p99 = 0;
   if (step_history_.size() >= kMinHistory) {
@@ -572,6 +705,7 @@ void Daemon::publish(const JobAnalysis& ja) {
   }
   double worst = 0;
   uint64_t counted_steps = 0;
+  const Straggler straggler_before = straggler_;
   straggler_ = Straggler{};
   for (const auto& r : ja.ranks) {
     ProcIdentity id;
@@ -603,8 +737,16 @@ void Daemon::publish(const JobAnalysis& ja) {
     }
     RankSeries& s = it->second;
     s.last_window = window_no_;
-    for (size_t c = 0; c < kCategories; ++c) s.cat_s[c] += static_cast<double>(r.total[c]) / 1e9;
-    s.straggler_steps += static_cast<uint64_t>(r.straggler_steps);
+    if (detail) {
+      // Counted steps (as in r.total), less any that began before the
+      // programs turned detail on: records the reorderer held back at the
+      // edge can start this window's analysis a little before that.
+      for (const auto& st : r.steps) {
+        if (st.index < ja.skipped_warmup_steps || st.start_ns < detail_since_ns_) continue;
+        for (size_t c = 0; c < kCategories; ++c) s.cat_s[c] += static_cast<double>(st.ns[c]) / 1e9;
+      }
+      s.straggler_steps += static_cast<uint64_t>(r.straggler_steps);
+    }
     int skip = ja.skipped_warmup_steps;
     for (size_t i = 0; i < r.steps.size(); ++i) {
       if (static_cast<int>(i) < skip) continue;  // the window's first step may be cut at the edge
@@ -618,9 +760,14 @@ void Daemon::publish(const JobAnalysis& ja) {
       step_history_.push_back(d);
       if (step_history_.size() > kStepHistory) step_history_.pop_front();
     }
-    if (ja.verdict.straggler_rank == r.rank) straggler_ = {id.job, rank, s.pid, r.rank};
+    if (detail && ja.verdict.straggler_rank == r.rank) straggler_ = {id.job, rank, s.pid, r.rank};
   }
-  if (counted_steps > 0) {
+  if (!detail && budget_.level() <= kLevelSampled) {
+    // Sampled out: the last detailed window's verdict and straggler stand.
+    straggler_ = straggler_before;
+  } else if (!detail) {
+    have_verdict_ = false;  // aggregated and up: no detail to judge from
+  } else if (counted_steps > 0) {
     verdict_ = ja.verdict;
     have_verdict_ = true;
     log::info("verdict: {} ({:.0f}% confidence): {}", category_name(verdict_.category), verdict_.confidence * 100,
@@ -642,6 +789,7 @@ void Daemon::publish(const JobAnalysis& ja) {
 }
 
 void Daemon::sample_cpu() {
+  read_aggregates(false);
   double t = now_s();
   cpu_ = rusage_self();
   double bpf = bpf_base_s_;
@@ -649,8 +797,12 @@ void Daemon::sample_cpu() {
     for (const auto& p : tracer_->prog_stats()) bpf += static_cast<double>(p.run_time_ns) / 1e9;
   bpf_now_s_ = bpf;
   double total = cpu_.user + cpu_.sys + bpf;
+  // A second spent wholly in sampled-out windows (not the one whose
+  // detailed window closed in it: that analysis is the costly part).
+  const bool cheap = budget_.level() == kLevelSampled && !detail_since_sample_ && !window_detail_;
+  detail_since_sample_ = window_detail_;
   if (last_sample_s_ > 0) {
-    auto a = budget_.sample(t, total - last_cpu_total_, t - last_sample_s_);
+    auto a = budget_.sample(t, total - last_cpu_total_, t - last_sample_s_, cheap);
     if (a == BudgetController::Action::degrade) {
       ++degradations_;
       apply_level(budget_.level(), "over budget");
@@ -713,6 +865,45 @@ void Daemon::render_metrics() {
   x.sample("steptrace_straggler_rank", H({{"job", straggler_.job}, {"rank", straggler_.rank}, {"pid", straggler_.pid}}),
            straggler_.rank_num);
 
+  // In-kernel per-process counters (levels aggregated and up; frozen below them).
+  auto P = [&H](const ProcAggSeries& s, Labels more = {}) {
+    Labels l = H({{"job", s.job}, {"rank", s.rank}, {"pid", s.pid}});
+    l.insert(l.end(), more.begin(), more.end());
+    return l;
+  };
+  x.family("steptrace_process_cpu_seconds_total", "counter",
+           "On-CPU time of a traced process (sum_exec_runtime, counted in the kernel at levels aggregated and up)");
+  for (const auto& [tgid, s] : agg_)
+    x.sample("steptrace_process_cpu_seconds_total", P(s), static_cast<double>(s.cur.oncpu_ns) / 1e9);
+  x.family("steptrace_process_runqueue_wait_seconds_total", "counter",
+           "Time a traced process's threads waited on a run queue (schedstat run_delay)");
+  for (const auto& [tgid, s] : agg_)
+    x.sample("steptrace_process_runqueue_wait_seconds_total", P(s), static_cast<double>(s.cur.runq_wait_ns) / 1e9);
+  x.family("steptrace_process_context_switches_total", "counter",
+           "Context switches of a traced process's threads (type=involuntary: left the CPU still runnable)");
+  for (const auto& [tgid, s] : agg_) {
+    x.sample("steptrace_process_context_switches_total", P(s, {{"type", "voluntary"}}),
+             static_cast<double>(s.cur.switches - std::min(s.cur.switches, s.cur.involuntary)));
+    x.sample("steptrace_process_context_switches_total", P(s, {{"type", "involuntary"}}),
+             static_cast<double>(s.cur.involuntary));
+  }
+  x.family("steptrace_process_network_bytes_total", "counter", "TCP payload bytes a traced process sent and received");
+  for (const auto& [tgid, s] : agg_) {
+    x.sample("steptrace_process_network_bytes_total", P(s, {{"direction", "send"}}),
+             static_cast<double>(s.cur.net_send_bytes));
+    x.sample("steptrace_process_network_bytes_total", P(s, {{"direction", "receive"}}),
+             static_cast<double>(s.cur.net_recv_bytes));
+  }
+  x.family("steptrace_process_block_bytes_total", "counter", "Bytes of completed block requests a traced process issued");
+  for (const auto& [tgid, s] : agg_) {
+    x.sample("steptrace_process_block_bytes_total", P(s, {{"op", "read"}}), static_cast<double>(s.cur.block_read_bytes));
+    x.sample("steptrace_process_block_bytes_total", P(s, {{"op", "write"}}),
+             static_cast<double>(s.cur.block_write_bytes));
+  }
+  x.family("steptrace_process_block_requests_total", "counter", "Completed block requests a traced process issued");
+  for (const auto& [tgid, s] : agg_)
+    x.sample("steptrace_process_block_requests_total", P(s), static_cast<double>(s.cur.block_rqs));
+
   DropStats d = cumulative_drops();
   x.family("steptrace_events_total", "counter", "Events emitted by the BPF collectors, per class");
   for (int k = 1; k < ST_EV_KIND_MAX; ++k)
@@ -746,10 +937,23 @@ void Daemon::render_metrics() {
   x.sample("steptrace_cpu_budget_percent", H({}), budget_.budget_percent());
   x.family("steptrace_cpu_usage_percent", "gauge", "Tracer CPU (userspace + BPF) over the last seconds, percent of one core");
   x.sample("steptrace_cpu_usage_percent", H({}), budget_.average_percent());
-  x.family("steptrace_degradation_level", "gauge", "0 = full tracing; higher levels shed work to stay within the CPU budget");
+  x.family("steptrace_degradation_level", "gauge",
+           "Position on the degradation ladder (label level): 0 full, 1 slow_drain, 2 sampled, 3 aggregated, "
+           "4 no_net, 5 no_block, 6 no_sched, 7 paused; higher levels shed work to stay within the CPU budget");
   x.sample("steptrace_degradation_level", H({{"level", std::string(kLevels[budget_.level()].name)}}), budget_.level());
   x.family("steptrace_degradations_total", "counter", "Times the CPU budget forced a degradation step");
   x.sample("steptrace_degradations_total", H({}), static_cast<double>(degradations_));
+  x.family("steptrace_degradation_floor", "gauge", "The configured lowest-cost start level (degrade_level)");
+  x.sample("steptrace_degradation_floor", H({{"level", std::string(kLevels[budget_.floor()].name)}}), budget_.floor());
+  x.family("steptrace_detail_windows_total", "counter",
+           "Analysis windows closed with per-event sched/net/block detail (detail=on) or without it (detail=off: "
+           "sampled out at level sampled, or aggregated and up); categories and the verdict come from detail=on only");
+  x.sample("steptrace_detail_windows_total", H({{"detail", "on"}}), static_cast<double>(detail_windows_[1]));
+  x.sample("steptrace_detail_windows_total", H({{"detail", "off"}}), static_cast<double>(detail_windows_[0]));
+  x.family("steptrace_detail_enabled", "gauge", "1 when the current window records per-event detail");
+  x.sample("steptrace_detail_enabled", H({}), window_detail_ && tracer_ ? 1 : 0);
+  x.family("steptrace_aggregation_enabled", "gauge", "1 when the BPF programs count per process in the kernel");
+  x.sample("steptrace_aggregation_enabled", H({}), budget_.level() >= kLevelAggregated && tracer_ ? 1 : 0);
   x.family("steptrace_collector_enabled", "gauge", "1 when the collector runs");
   const std::pair<const char*, uint32_t> subs[] = {
       {"sched", ST_SUB_SCHED}, {"block", ST_SUB_BLOCK}, {"net", ST_SUB_NET}, {"accel", ST_SUB_ACCEL}, {"uprobe", ST_SUB_UPROBE}};
@@ -764,7 +968,7 @@ void Daemon::render_metrics() {
   for (const char* c : {"processes", "series", "window_events"})
     x.sample("steptrace_cap_hits_total", H({{"cap", c}}), static_cast<double>(cap_hits_[c]));
   x.family("steptrace_windows_total", "counter", "Analysis windows closed, by reason");
-  for (const char* c : {"timer", "event_cap", "tracer_rebuild"})
+  for (const char* c : {"timer", "event_cap", "tracer_rebuild", "level_change"})
     x.sample("steptrace_windows_total", H({{"reason", c}}), static_cast<double>(window_closes_[c]));
   x.family("steptrace_flight_recorder_bytes", "gauge", "Memory held by the flight recorder");
   x.sample("steptrace_flight_recorder_bytes", H({}), static_cast<double>(flight_.bytes()));
@@ -802,7 +1006,8 @@ void Daemon::reload() {
   cfg_.accel_devs = keep.accel_devs;
   cfg_.rdma_devs = keep.rdma_devs;
   apply_runtime_config();
-  drain_ms_ = budget_.level() >= 1 ? std::max<uint32_t>(cfg_.drain_ms * 10, 100) : cfg_.drain_ms;
+  if (budget_.set_floor(level_by_name(cfg_.degrade_level))) apply_level(budget_.level(), "degrade_level raised");
+  else enter_level(budget_.level());
   ++reload_ok_;
   log::info("configuration reloaded from {} (max_cpu {}%, window {} s, flight recorder {} s / {} MiB)", cfg_.config_path,
             cfg_.max_cpu_percent, cfg_.window_s, cfg_.flight_seconds, cfg_.flight_mib);

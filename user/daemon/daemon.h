@@ -5,6 +5,8 @@
 //   ring buffer -> flight recorder (raw bytes) + decode -> reorder -> Analysis
 //   every --window seconds: analyze_job -> Prometheus registry -> fresh Analysis
 //   every second: CPU budget (rusage + BPF run time) -> degradation ladder
+//     (budget.h: kLevels); per-process in-kernel counters (level aggregated)
+//   window start: BPF detail/aggregation switches (level sampled: detail in 1 of N windows)
 //   HTTP thread (cpp-httplib): GET /metrics, POST /dump; signals: HUP reload, USR1 dump.
 //
 // Memory is bounded however long it runs: one window of analysis state (a hard

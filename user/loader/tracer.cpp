@@ -7,8 +7,10 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "steptrace_bpf.skel.h"
 #include "util/log.h"
@@ -63,6 +65,8 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
   cfg.uverbs_major = settings_.uverbs_major;
   cfg.rdma_verbs = settings_.rdma_verbs ? 1 : 0;
 
+  if (bpf_map__set_max_entries(skel_->maps.st_proc_agg_map, std::max<uint32_t>(settings_.agg_processes, 1)))
+    return make_error("cannot size the aggregation map");
   if (bpf_map__set_max_entries(skel_->maps.st_events, static_cast<uint32_t>(settings_.ring_bytes)))
     return make_error(fmt::format("ring buffer size {} rejected", settings_.ring_bytes));
 
@@ -227,6 +231,49 @@ Status BpfTracer::attach_uprobe(const std::string& binary, const std::string& fu
     return make_error(fmt::format("cannot attach uprobe {}:{}: {}", binary, func, std::strerror(errno)));
   extra_links_.push_back(link);
   return Ok{};
+}
+
+void BpfTracer::set_detail(bool on) { skel_->data->st_detail = on ? 1 : 0; }
+
+void BpfTracer::set_aggregate(bool on) {
+  // The map has one entry when aggregation was not sized: it would only thrash.
+  skel_->bss->st_aggregate = on && settings_.agg_processes > 0 ? 1 : 0;
+}
+
+Result<std::map<uint32_t, st_proc_agg>> BpfTracer::read_proc_agg() const {
+  std::map<uint32_t, st_proc_agg> out;
+  int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return make_error("cannot count CPUs");
+  std::vector<st_proc_agg> per_cpu(static_cast<size_t>(ncpu));
+  const bpf_map* m = skel_->maps.st_proc_agg_map;
+  uint32_t key = 0, next = 0;
+  const uint32_t* prev = nullptr;
+  // A key evicted under the walk restarts it from the first key: bounded.
+  size_t budget = 2 * static_cast<size_t>(bpf_map__max_entries(m)) + 2;
+  while (budget-- > 0 && bpf_map__get_next_key(m, prev, &next, sizeof(next)) == 0) {
+    key = next;
+    prev = &key;
+    // An entry evicted between the two calls is skipped.
+    if (bpf_map__lookup_elem(m, &key, sizeof(key), per_cpu.data(), per_cpu.size() * sizeof(st_proc_agg), 0)) continue;
+    st_proc_agg sum{};
+    for (const auto& c : per_cpu) {
+      sum.oncpu_ns += c.oncpu_ns;
+      sum.runq_wait_ns += c.runq_wait_ns;
+      sum.switches += c.switches;
+      sum.involuntary += c.involuntary;
+      sum.net_send_bytes += c.net_send_bytes;
+      sum.net_recv_bytes += c.net_recv_bytes;
+      sum.block_read_bytes += c.block_read_bytes;
+      sum.block_write_bytes += c.block_write_bytes;
+      sum.block_rqs += c.block_rqs;
+    }
+    out[key] = sum;
+  }
+  return out;
+}
+
+void BpfTracer::forget_proc_agg(uint32_t tgid) {
+  (void)bpf_map__delete_elem(skel_->maps.st_proc_agg_map, &tgid, sizeof(tgid), 0);
 }
 
 int BpfTracer::ring_map_fd() const { return bpf_map__fd(skel_->maps.st_events); }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ struct TracerSettings {
   uint64_t ring_bytes = 16ull << 20;
   std::string btf_path;            // custom BTF for CO-RE ("" = kernel's)
   bool allow_kprobes = true;       // false: tracepoint tiers only (--no-kprobes)
+  // Entries of the per-process aggregation map (set_aggregate); 0: aggregation
+  // is never used, the map gets one entry (it is preallocated per CPU).
+  uint32_t agg_processes = 0;
 };
 
 struct DropStats {
@@ -61,6 +65,15 @@ class BpfTracer {
   Status add_accel_dev(uint32_t kernel_dev, uint64_t ino, uint32_t index);
   // Uprobe on `func` in the ELF at `binary` (all processes; the BPF side filters targets).
   Status attach_uprobe(const std::string& binary, const std::string& func, uint32_t probe_id, bool ret);
+
+  // Run-time switches of the sched/net/block programs (no reload): per-event
+  // records on/off, and counting into the per-process aggregation map.
+  void set_detail(bool on);
+  void set_aggregate(bool on);
+  // Every process in the aggregation map, summed over CPUs.
+  Result<std::map<uint32_t, st_proc_agg>> read_proc_agg() const;
+  // Drops a process from the aggregation map (it exited).
+  void forget_proc_agg(uint32_t tgid);
 
   int ring_map_fd() const;
   Result<DropStats> read_stats() const;
