@@ -197,6 +197,8 @@ TEST_CASE("daemon: Prometheus scrapes per-category series and the verdict of tra
     extra.push_back("--accel-dev");
     extra.push_back(sim_dir + "/neuron" + std::to_string(i));
   }
+  extra.push_back("--rdma-dev");
+  extra.push_back(sim_dir + "/uverbs0");
   DaemonRun d("prom", extra);
 
   // Prometheus on loopback, scraping every second.
@@ -209,7 +211,11 @@ TEST_CASE("daemon: Prometheus scrapes per-category series and the verdict of tra
              "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
             d.dir + "/prometheus.log");
 
-  Proc sim({TRAINSIM_BIN, "--scenario", "data-bound", "--steps", "200", "--dev-dir", sim_dir}, d.dir + "/trainsim.log");
+  // A 1 MiB buffer registered in every step (a registration cache that misses): EFA control-path
+  // calls inside steps, a few hundred microseconds each.
+  Proc sim({TRAINSIM_BIN, "--scenario", "data-bound", "--steps", "200", "--dev-dir", sim_dir, "--mr-per-step-bytes",
+            "1m"},
+           d.dir + "/trainsim.log");
   // While it runs: SIGUSR1 dumps the flight recorder; POST /dump too (rate-limited).
   std::this_thread::sleep_for(6s);
   REQUIRE(sim.running());
@@ -279,6 +285,14 @@ TEST_CASE("daemon: Prometheus scrapes per-category series and the verdict of tra
   double nsteps = std::stod(steps[0]["value"][1].get<std::string>());
   std::fprintf(stderr, "prometheus: steps counted = %.0f\n", nsteps);
   CHECK(nsteps >= 100);  // 2 ranks x 200 steps, minus the steps cut at window edges
+  // EFA control path: reg_mr + dereg_mr in every step of both ranks.
+  auto efa = prom_query(prom_port, "sum(steptrace_efa_control_calls_total{where=\"in_steps\"})");
+  REQUIRE(efa.is_array());
+  REQUIRE(efa.size() == 1);
+  double efa_calls = std::stod(efa[0]["value"][1].get<std::string>());
+  std::fprintf(stderr, "prometheus: EFA control-path calls inside steps = %.0f (steps %.0f)\n", efa_calls, nsteps);
+  CHECK(efa_calls >= 2 * nsteps * 0.9);  // two calls per counted step (the window's first steps are not counted)
+  CHECK(efa_calls <= 2 * 2 * 200 + 8);
   // Overhead, for the record.
   auto cpu = prom_query(prom_port, "sum(increase(steptrace_tracer_cpu_seconds_total[5m]))");
   auto rss = prom_query(prom_port, "max_over_time(steptrace_resident_memory_bytes[5m])");

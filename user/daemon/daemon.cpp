@@ -98,6 +98,9 @@ struct RankSeries {
   double sum_s = 0;
   uint64_t count = 0;
   uint64_t straggler_steps = 0;
+  // EFA control path (uverbs calls), inside steps and outside them.
+  uint64_t efa_calls[2] = {};
+  double efa_s[2] = {};
   uint64_t last_window = 0;
 };
 
@@ -761,6 +764,13 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
       if (step_history_.size() > kStepHistory) step_history_.pop_front();
     }
     if (detail && ja.verdict.straggler_rank == r.rank) straggler_ = {id.job, rank, s.pid, r.rank};
+    for (const auto& f : ja.fabric.ranks) {
+      if (f.pid != r.pid) continue;
+      s.efa_calls[0] += f.in_steps.calls;
+      s.efa_s[0] += static_cast<double>(f.in_steps.total_ns) / 1e9;
+      s.efa_calls[1] += f.setup.calls + f.teardown.calls;
+      s.efa_s[1] += static_cast<double>(f.setup.total_ns + f.teardown.total_ns) / 1e9;
+    }
   }
   if (!detail && budget_.level() <= kLevelSampled) {
     // Sampled out: the last detailed window's verdict and straggler stand.
@@ -853,6 +863,16 @@ void Daemon::render_metrics() {
   for (const auto& [k, s] : series_)
     x.sample("steptrace_straggler_steps_total", H({{"job", s.job}, {"rank", s.rank}, {"pid", s.pid}}),
              static_cast<double>(s.straggler_steps));
+
+  x.family("steptrace_efa_control_calls_total", "counter",
+           "uverbs calls (EFA control path: queue pairs, memory registrations) inside steps or outside them");
+  x.family("steptrace_efa_control_seconds_total", "counter", "Time in those uverbs calls");
+  for (const auto& [k, s] : series_)
+    for (int w = 0; w < 2; ++w) {
+      auto labels = H({{"job", s.job}, {"rank", s.rank}, {"pid", s.pid}, {"where", w ? "outside_steps" : "in_steps"}});
+      x.sample("steptrace_efa_control_calls_total", labels, static_cast<double>(s.efa_calls[w]));
+      x.sample("steptrace_efa_control_seconds_total", labels, s.efa_s[w]);
+    }
 
   x.family("steptrace_verdict", "gauge", "1 for what gates the accelerator in the last window (verdict=none: no steps)");
   std::string current = have_verdict_ ? std::string(category_name(verdict_.category)) : "none";
