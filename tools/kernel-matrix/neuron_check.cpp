@@ -21,6 +21,18 @@
 #include <sstream>
 #include <string>
 
+// The summary JSON of `steptrace run --json -`, tolerating anything printed
+// before it; discarded when there is none.
+nlohmann::json load_summary(const char* path) {
+  std::ifstream jf(path);
+  std::stringstream ss;
+  ss << jf.rdbuf();
+  std::string text = ss.str();
+  auto brace = text.find('{');
+  if (brace == std::string::npos) return nlohmann::json(nlohmann::json::value_t::discarded);
+  return nlohmann::json::parse(text.substr(brace), nullptr, false);
+}
+
 // --efa: every uverbs call uverbs_client expects, by name, count and bytes,
 // summed over the processes and phases of job.efa_control_path, nothing else,
 // and the tier that saw them.
@@ -62,13 +74,8 @@ int check_efa(const nlohmann::json& j, std::ifstream& ef) {
 
 int main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == "--efa") {
-    std::ifstream jf(argv[2]), ef(argv[3]);
-    std::stringstream ss;
-    ss << jf.rdbuf();
-    std::string text = ss.str();
-    auto brace = text.find('{');
-    nlohmann::json j = nlohmann::json::parse(brace == std::string::npos ? std::string("x") : text.substr(brace),
-                                             nullptr, false);
+    std::ifstream ef(argv[3]);
+    nlohmann::json j = load_summary(argv[2]);
     if (j.is_discarded()) {
       std::printf("neuron_check: FAIL no JSON in %s\n", argv[2]);
       return 1;
@@ -79,16 +86,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: neuron_check SUMMARY_JSON EXPECT_FILE [ACCEL_TIER [ACCEL_TP_EVENTS]]\n");
     return 2;
   }
-  std::ifstream jf(argv[1]), ef(argv[2]);
-  std::stringstream ss;
-  ss << jf.rdbuf();
-  std::string text = ss.str();
-  auto brace = text.find('{');  // tolerate anything printed before the JSON
-  if (brace == std::string::npos) {
-    std::printf("neuron_check: FAIL no JSON in %s\n", argv[1]);
-    return 1;
-  }
-  nlohmann::json j = nlohmann::json::parse(text.substr(brace), nullptr, false);
+  std::ifstream ef(argv[2]);
+  nlohmann::json j = load_summary(argv[1]);
   if (j.is_discarded() || !j.contains("accel_ioctls")) {
     std::printf("neuron_check: FAIL unparsable summary or no accel_ioctls\n");
     return 1;

@@ -9,11 +9,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <mutex>
 #include <vector>
 
 #include "rdma_uapi.h"
+#include "sim/clock.h"
 
 namespace trainsim::nrt_verbs {
 
@@ -34,9 +34,7 @@ State &st()
 
 uint64_t now_ns()
 {
-	timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+	return static_cast<uint64_t>(trainsim::now_ns());
 }
 
 struct Attr {
