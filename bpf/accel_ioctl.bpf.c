@@ -332,6 +332,11 @@ int BPF_PROG(st_sys_enter, struct pt_regs *regs, long id)
 	struct st_task_state *ts;
 	__u64 now;
 
+	/* Detail off (the daemon's sampled-out windows, aggregated): the stamps
+	 * and yield counts feed only records that are off, and a busy-polling
+	 * runtime makes a syscall per poll. Only device-file calls go on. */
+	if (!st_detail && id != ST_NR_IOCTL && (id != ST_NR_WRITE || !st_cfg.rdma_verbs))
+		return 0;
 	if (!st_current_is_target())
 		return 0;
 	ts = st_task_state_get(bpf_get_current_task_btf(), true);
@@ -357,6 +362,12 @@ int BPF_PROG(st_sys_exit, struct pt_regs *regs, long ret)
 {
 	struct st_task_state *ts;
 
+	if (!st_detail) {
+		long nr = BPF_CORE_READ(regs, orig_ax);
+
+		if (nr != ST_NR_IOCTL && (nr != ST_NR_WRITE || !st_cfg.rdma_verbs))
+			return 0;
+	}
 	if (!st_current_is_target())
 		return 0;
 	ts = st_task_state_get(bpf_get_current_task_btf(), false);
