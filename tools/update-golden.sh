@@ -10,7 +10,8 @@ if [ "${1:-}" = "--record" ]; then
   d=$(mktemp -d /tmp/steptrace-fx.XXXXXX)
   mkdir "$d/dev"
   rm -f "$fx/straggler.cap"
-  "$build/user/steptrace" record -o "$fx/straggler.cap" --accel-dev "$d/dev/neuron0" --accel-dev "$d/dev/neuron1" -- \
+  "$build/user/steptrace" record -o "$fx/straggler.cap" --accel-dev "$d/dev/neuron0" --accel-dev "$d/dev/neuron1" \
+    --rdma-dev "$d/dev/uverbs0" -- \
     "$build/tools/trainsim/trainsim" --scenario straggler --steps 12 --dev-dir "$d/dev" >/dev/null
   chmod 0644 "$fx/straggler.cap"
   rm -rf "$d"

@@ -51,6 +51,15 @@ TEST_CASE("golden: the straggler capture shows the straggler and a complete wind
   CHECK(job.verdict.straggler_rank == 1);
   CHECK(job.verdict.straggler_cause == Category::data_loading);
   CHECK_FALSE(r->incomplete());
+  // The EFA control path from the capture's uverbs records: each rank set up
+  // its endpoint before the first step and tore it down after the last.
+  REQUIRE(job.fabric.ranks.size() == 2);
+  for (const auto& f : job.fabric.ranks) {
+    CHECK(f.setup.calls == 7);
+    CHECK(f.in_steps.calls == 0);
+    CHECK(f.teardown.calls == 5);
+    CHECK(f.setup.bytes > 0);  // the collective buffer's dma-buf registration
+  }
 }
 
 TEST_CASE("golden: an ABI v1 capture (switch records without the queue wait) still replays", "[golden]") {
