@@ -670,15 +670,18 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
 
   // Ranks: processes whose threads drive the accelerator (or mark steps).
   std::map<uint32_t, const ThreadTimeline*> best;  // pid -> main thread
-  std::map<uint32_t, int> best_score;
+  std::map<uint32_t, uint64_t> best_score;
   for (const auto& [tid, t] : tl.threads()) {
-    int execs = 0, kicks = 0, ioctls = 0;
+    uint64_t execs = 0, kicks = 0, ioctls = 0;
     for (const auto& s : t.spans) {
       execs += s.kind == SpanKind::nrt_execute;
       kicks += is_kick(s);
       ioctls += s.kind == SpanKind::ioctl;
     }
-    int score = execs * 1000000 + static_cast<int>(t.markers.size()) * 10000 + kicks * 100 + ioctls;
+    // 64 bits: an int overflowed past 2147 executions on one thread (about two
+    // minutes of a busy job) and the rank vanished. This cannot overflow before
+    // 1.8e13 executions.
+    const uint64_t score = execs * 1'000'000 + t.markers.size() * 10'000 + kicks * 100 + ioctls;
     if (score == 0) continue;
     if (score > best_score[t.pid]) {
       best_score[t.pid] = score;
