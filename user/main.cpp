@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 #include <fmt/core.h>
 #include <signal.h>
+#include <sys/prctl.h>
 
 #include <atomic>
 #include <cstdarg>
@@ -24,9 +25,27 @@ using namespace steptrace;
 
 namespace {
 
-std::atomic<bool> g_stop{false};
+// The last stop signal received; the session forwards it to the job (or
+// ends tracing in attach mode) and clears it.
+std::atomic<int> g_signal{0};
 
-void on_signal(int) { g_stop.store(true); }
+void on_signal(int sig) { g_signal.store(sig); }
+
+// SIGINT/SIGTERM/SIGHUP/SIGQUIT stop tracing (and, forwarded, the job):
+// an ssh disconnect (SIGHUP) still closes a capture with its trailer.
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
+}
+
+// A launched job's orphans (a launcher that died before its ranks) are
+// reparented to steptrace instead of init, so a stop reaches and reaps them.
+void become_subreaper(Options& o) {
+  if (o.argv.empty()) return;
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0) o.subreaper = true;
+}
 
 int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list args) {
   if (level == LIBBPF_DEBUG && log::level() < log::Level::debug) return 0;
@@ -75,24 +94,26 @@ int cmd_report(const Options& o) {
   return print_report(o, *r);
 }
 
-int cmd_top(const Options& o) {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  auto report = run_top(o, &g_stop);
+int job_status_or(const Options& o, const SessionReport& r, int fallback) {
+  // steptrace exits with the job's status (128+N when a signal ended it).
+  if (!o.argv.empty() && r.job_exit_code >= 0 && fallback == 0) return r.job_exit_code;
+  return fallback;
+}
+
+int cmd_top(Options o) {
+  install_stop_handlers();
+  become_subreaper(o);
+  auto report = run_top(o, &g_signal);
   if (!report) {
     log::error("{}", report.error().message);
     return 1;
   }
-  return print_report(o, *report);
+  return job_status_or(o, *report, print_report(o, *report));
 }
 
-int cmd_trace(const Options& o) {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+int cmd_trace(Options o) {
+  install_stop_handlers();
+  become_subreaper(o);
 
   auto session = Session::start(o);
   if (!session) {
@@ -101,7 +122,7 @@ int cmd_trace(const Options& o) {
   }
   if (o.command == CommandKind::attach)
     log::info("tracing; Ctrl-C to stop");
-  auto st = (*session)->run_loop(&g_stop);
+  auto st = (*session)->run_loop(&g_signal);
   if (!st) log::error("{}", st.error().message);
   auto report = (*session)->finish();
   if (!report) {
@@ -110,8 +131,7 @@ int cmd_trace(const Options& o) {
   }
   if (print_report(o, *report) != 0) return 1;
   if (!st) return 1;
-  if (!o.argv.empty() && report->job_exit_code > 0) return report->job_exit_code;
-  return 0;
+  return job_status_or(o, *report, 0);
 }
 
 }  // namespace

@@ -85,6 +85,17 @@ void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::ve
   add_output_flags(app, o);
 }
 
+// How a launched job (run, record -- CMD, top -- CMD) is stopped.
+void add_job_flags(CLI::App* app, Options& o) {
+  app->add_option("--kill-after", o.kill_after_s,
+                  "When tracing is stopped (SIGINT/SIGTERM/SIGHUP/SIGQUIT to steptrace, the end of -d, q in top), "
+                  "the signal (SIGTERM for -d and q) goes to the job's whole process tree; whatever is still alive "
+                  "this many seconds later gets SIGKILL (default 10)")
+      ->check(CLI::Range(0.0, 86400.0));
+  app->add_flag("--keep-running", o.keep_running,
+                "When tracing is stopped, leave the job running instead of stopping it");
+}
+
 }  // namespace
 
 Result<Options> parse_options(int argc, const char* const* argv, int* exit_code) {
@@ -103,6 +114,7 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
 
   auto* run = app.add_subcommand("run", "Launch a job and trace it: steptrace run [opts] -- CMD ARGS...");
   add_trace_flags(run, o, collectors, accel, rdma);
+  add_job_flags(run, o);
   // Everything after the first non-option (or after "--") is the job's argv.
   run->prefix_command(true);
   run->allow_extras(true);
@@ -116,6 +128,7 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   auto* record = app.add_subcommand(
       "record", "Record raw events to a capture file: record -o FILE [-p PID|--cgroup P|--all|-- CMD...]");
   add_trace_flags(record, o, collectors, accel, rdma);
+  add_job_flags(record, o);
   record->add_option("-o,--output", o.record_path, "Capture file to write (mode 0600)")->required();
   record->add_option("-p,--pid", pid_csv, "PID[,PID...] (children are followed)");
   record->add_option("--cgroup", o.target.cgroup_path, "cgroup v2 directory");
@@ -131,6 +144,7 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   auto* top = app.add_subcommand(
       "top", "Live view, refreshed every second (q or Ctrl-C quits): top [-p PID|--cgroup P|--all|-- CMD...]");
   add_trace_flags(top, o, collectors, accel, rdma);
+  add_job_flags(top, o);
   top->add_option("-p,--pid", pid_csv, "PID[,PID...] (children are followed)");
   top->add_option("--cgroup", o.target.cgroup_path, "cgroup v2 directory");
   top->add_flag("--all", o.target.all, "Every process on the host");

@@ -26,6 +26,9 @@ struct Options {
   std::vector<std::string> accel_devs;   // --accel-dev PATH (device or simulated device file)
   std::vector<std::string> rdma_devs;    // --rdma-dev PATH (uverbs file, real or simulated)
   double duration_s = 0;                 // 0: until the job exits or SIGINT/SIGTERM
+  double kill_after_s = 10;              // --kill-after: a stopped job's grace before SIGKILL
+  bool keep_running = false;             // --keep-running: a stop ends tracing, the job runs on
+  bool subreaper = false;                // the CLI made steptrace the child subreaper (not a flag)
   uint32_t ring_mib = 16;                // ring buffer size, a power of two
   uint32_t drain_ms = 10;                // timer drain interval (no per-record wakeups)
   uint32_t subsystems = 0;               // st_subsystem bits

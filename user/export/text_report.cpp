@@ -275,6 +275,10 @@ std::string format_report_text(const SessionReport& r, const TextStyle& style) {
                        r.tracer_cpu_s, r.wall_s > 0 ? 100.0 * r.tracer_cpu_s / r.wall_s : 0.0, r.ring_mib,
                        r.drain_ms)) +
        "\n";
+  if (!r.end_reason.empty() || !r.job_outcome.empty())
+    o += fit(fmt::format("  tracing ended: {}{}", r.end_reason.empty() ? "ended" : r.end_reason,
+                         r.job_outcome.empty() ? "" : "; the job " + r.job_outcome)) +
+         "\n";
   for (const auto& w : r.warnings) o += wrap("warning: ", w, "  ");
   return o;
 }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <fmt/core.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
@@ -171,7 +172,7 @@ std::string render_top_frame(const SessionReport& r, const TopView& view, TopFra
   return o;
 }
 
-Result<SessionReport> run_top(const Options& o, const std::atomic<bool>* stop) {
+Result<SessionReport> run_top(const Options& o, std::atomic<int>* signal) {
   auto session = Session::start(o);
   if (!session) return session.error();
   auto& s = **session;
@@ -181,10 +182,11 @@ Result<SessionReport> run_top(const Options& o, const std::atomic<bool>* stop) {
     const bool color = term.out_tty() && !o.no_color;
     const auto interval = std::chrono::duration<double>(o.top_interval_s);
     auto next_frame = std::chrono::steady_clock::now();
-    while (!(stop && stop->load())) {
+    for (;;) {
       if (auto st = s.poll(); !st) return st.error();
+      if (int sig = signal ? signal->exchange(0) : 0) s.request_stop(sig, "signal " + signal_name(sig));
+      if (term.in_tty() && quit_pressed()) s.request_stop(SIGTERM, "quit");
       if (s.done()) break;
-      if (term.in_tty() && quit_pressed()) break;
       auto now = std::chrono::steady_clock::now();
       if (now >= next_frame) {
         next_frame = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(interval);

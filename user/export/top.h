@@ -32,7 +32,8 @@ struct TopView {
 std::string render_top_frame(const SessionReport& r, const TopView& view, TopFrameState& state);
 
 // Runs a session with the live view until the job exits, the duration
-// elapses, q is pressed or *stop is set; returns the final report.
-Result<SessionReport> run_top(const Options& o, const std::atomic<bool>* stop);
+// elapses or q is pressed (a stop: session.h request_stop), or a signal
+// number lands in *signal; returns the final report.
+Result<SessionReport> run_top(const Options& o, std::atomic<int>* signal);
 
 }  // namespace steptrace

@@ -243,6 +243,8 @@ nlohmann::json summary_json(const SessionReport& r) {
   j["records"] = r.records;
   j["incomplete"] = r.incomplete();
   j["job_exit_code"] = r.job_exit_code;
+  if (!r.job_outcome.empty()) j["job_outcome"] = r.job_outcome;
+  if (!r.end_reason.empty()) j["end_reason"] = r.end_reason;
   json kinds = json::object();
   for (int k = 1; k < ST_EV_KIND_MAX; ++k)
     kinds[std::string(kind_name(static_cast<uint32_t>(k)))] = {{"emitted", r.drops.emitted[k]},

@@ -53,6 +53,8 @@ struct SessionReport {
   double wall_s = 0;
   uint32_t ring_mib = 0, drain_ms = 0;
   int job_exit_code = -1;  // run: the job's exit status
+  std::string job_outcome;  // run: how the job ended ("exited 0 (after the stop request)", ...)
+  std::string end_reason;   // why tracing ended: "job exited", "duration", "signal SIGINT", "quit", ...
   bool incomplete() const { return drops.total_dropped() > 0; }
 };
 

@@ -28,6 +28,8 @@ Result<GatedChild> GatedChild::spawn(const std::vector<std::string>& argv) {
   pid_t pid = ::fork();
   if (pid < 0) return make_error(fmt::format("fork: {}", std::strerror(errno)));
   if (pid == 0) {
+    // Its own process group, as timeout(1) does: a stop signals the group.
+    ::setpgid(0, 0);
     ::close(gate[1]);
     ::close(err[0]);
     char c;
@@ -41,6 +43,7 @@ Result<GatedChild> GatedChild::spawn(const std::vector<std::string>& argv) {
     (void)!::write(err[1], &e, sizeof(e));
     _exit(127);
   }
+  ::setpgid(pid, pid);  // also here: whichever runs first, the group exists before release()
   ::close(gate[0]);
   ::close(err[1]);
   GatedChild c;
@@ -51,7 +54,13 @@ Result<GatedChild> GatedChild::spawn(const std::vector<std::string>& argv) {
 }
 
 GatedChild::GatedChild(GatedChild&& o) noexcept
-    : pid_(o.pid_), gate_fd_(o.gate_fd_), err_fd_(o.err_fd_), reaped_(o.reaped_) {
+    : pid_(o.pid_),
+      gate_fd_(o.gate_fd_),
+      err_fd_(o.err_fd_),
+      reaped_(o.reaped_),
+      released_(o.released_),
+      disowned_(o.disowned_),
+      wait_status_(o.wait_status_) {
   o.pid_ = -1;
   o.gate_fd_ = o.err_fd_ = -1;
 }
@@ -59,7 +68,8 @@ GatedChild::GatedChild(GatedChild&& o) noexcept
 GatedChild::~GatedChild() {
   if (gate_fd_ >= 0) ::close(gate_fd_);
   if (err_fd_ >= 0) ::close(err_fd_);
-  if (pid_ > 0 && !reaped_) kill_and_reap();
+  // A held child never ran the job; a released one is stopped by JobControl.
+  if (pid_ > 0 && !reaped_ && !disowned_) kill_and_reap();
 }
 
 Status GatedChild::release() {
@@ -67,6 +77,7 @@ Status GatedChild::release() {
   if (::write(gate_fd_, &c, 1) != 1) return make_error(fmt::format("cannot start the job: {}", std::strerror(errno)));
   ::close(gate_fd_);
   gate_fd_ = -1;
+  released_ = true;
   int e = 0;
   ssize_t n;
   do {
@@ -84,6 +95,7 @@ bool GatedChild::reap(int* status) {
   pid_t r = ::waitpid(pid_, &st, WNOHANG);
   if (r != pid_) return false;
   reaped_ = true;
+  wait_status_ = st;
   if (status) *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   return true;
 }

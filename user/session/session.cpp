@@ -2,12 +2,15 @@
 #include "session/session.h"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <sys/resource.h>
 #include <elf.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -126,7 +129,7 @@ std::vector<std::string> resolve_needed_libs(const std::string& cmd) {
 Session::~Session() = default;
 
 std::optional<pid_t> Session::job_pid() const {
-  if (child_) return child_->pid();
+  if (job_) return job_->pid();
   return std::nullopt;
 }
 
@@ -178,6 +181,15 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
       if (!root.pid_exists(pid)) return make_error(fmt::format("no such process: {}", pid));
       seed.push_back(pid);
     }
+    // The processes each PID has already started (a launcher's ranks and
+    // their loaders): new ones are followed by the fork hook, these are not.
+    if (o.follow_forks) {
+      auto desc = root.descendants_of(o.target.pids);
+      if (!desc.empty())
+        log::info("following {} running descendant process(es) of {}", desc.size(), fmt::join(o.target.pids, ","));
+      for (uint32_t pid : desc)
+        if (std::find(seed.begin(), seed.end(), pid) == seed.end()) seed.push_back(pid);
+    }
   }
 
   // Validate --accel-dev / --rdma-dev before loading anything.
@@ -202,11 +214,21 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
     if (launch && o.discover_libs)
       for (const auto& lib : resolve_needed_libs(o.argv.front())) s->attach_lib(lib);
   }
-  for (uint32_t pid : seed) {
+  auto add_seed = [&](uint32_t pid) -> Status {
     s->note_new_process(pid);
     if (auto st = s->tracer_->add_target(pid); !st) return st.error();
     for (uint32_t tid : root.threads_of(pid))
       if (auto c = root.thread_comm(pid, tid)) s->report_.analysis.threads.set_comm(pid, tid, *c);
+    return Ok{};
+  };
+  for (uint32_t pid : seed)
+    if (auto st = add_seed(pid); !st) return st.error();
+  if (!o.target.pids.empty() && o.follow_forks) {
+    // Forked between the /proc scan and add_target of their parent: the fork
+    // hook did not know the parent yet. Once more, now that it does.
+    for (uint32_t pid : root.descendants_of(o.target.pids))
+      if (std::find(seed.begin(), seed.end(), pid) == seed.end())
+        if (auto st = add_seed(pid); !st) return st.error();
   }
 
   {
@@ -230,10 +252,15 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   if (launch) {
     auto child = GatedChild::spawn(o.argv);
     if (!child) return child.error();
-    s->child_.emplace(std::move(*child));
-    if (auto st = s->tracer_->add_target(static_cast<uint32_t>(s->child_->pid())); !st) return st.error();
-    s->note_new_process(static_cast<uint32_t>(s->child_->pid()));
-    if (auto st = s->child_->release(); !st) return st.error();
+    const auto pid = static_cast<uint32_t>(child->pid());
+    if (auto st = s->tracer_->add_target(pid); !st) return st.error();
+    s->note_new_process(pid);
+    if (auto st = child->release(); !st) return st.error();
+    JobControlSettings js;
+    js.kill_after_ns = static_cast<uint64_t>(o.kill_after_s * 1e9);
+    js.keep_running = o.keep_running;
+    js.subreaper = o.subreaper;
+    s->job_.emplace(std::move(*child), js, root);
   }
   return s;
 }
@@ -310,10 +337,8 @@ Status Session::poll() {
   return Ok{};
 }
 
-Status Session::run_loop(const std::atomic<bool>* stop) {
-  const uint64_t deadline =
-      opts_.duration_s > 0 ? start_mono_ns_ + static_cast<uint64_t>(opts_.duration_s * 1e9) : UINT64_MAX;
-  while (!(stop && stop->load())) {
+Status Session::run_loop(std::atomic<int>* signal) {
+  for (;;) {
     // While a named device file has not appeared, look for it every
     // millisecond for the first 30 s: ioctls on it before it is known are
     // not seen (a simulated device is mounted by the job and used at once).
@@ -321,8 +346,8 @@ Status Session::run_loop(const std::atomic<bool>* stop) {
         dev_files_.pending() && monotonic_ns() - start_mono_ns_ < 30'000'000'000ull;
     std::this_thread::sleep_for(std::chrono::milliseconds(watch_devs ? 1u : opts_.drain_ms));
     if (auto s = poll(); !s) return s;
-    if (child_ && child_->reap(&job_status_)) break;
-    if (monotonic_ns() >= deadline) break;
+    if (int sig = signal ? signal->exchange(0) : 0) request_stop(sig, "signal " + signal_name(sig));
+    if (done()) break;
   }
   return Ok{};
 }
@@ -330,6 +355,15 @@ Status Session::run_loop(const std::atomic<bool>* stop) {
 Result<SessionReport> Session::finish() {
   if (finished_) return make_error("session already finished");
   finished_ = true;
+  if (job_ && !done()) {
+    // Ended before the job did (an error, or a caller that stopped polling):
+    // stop it properly, tracing while it shuts down, unless it is to keep running.
+    if (!opts_.keep_running) request_stop(SIGTERM, end_reason_.empty() ? "ended" : end_reason_);
+    while (!done()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(opts_.drain_ms));
+      if (auto s = poll(); !s) break;
+    }
+  }
   if (auto s = poll(); !s) return s.error();
   reorder_.flush([this](const Event& e) { report_.analysis.on_event(e); });
   uint64_t end = monotonic_ns();
@@ -353,14 +387,12 @@ Result<SessionReport> Session::finish() {
   report_.tracer_cpu_s = process_cpu_s() - start_cpu_s_;
   report_.wall_s = static_cast<double>(end - start_mono_ns_) / 1e9;
   for (auto& w : dev_files_.never_appeared()) report_.warnings.push_back(std::move(w));
-  if (child_) {
-    if (job_status_ < 0 && !child_->reap(&job_status_)) {
-      // Duration elapsed or interrupted: the job keeps running only in attach mode.
-      child_->kill_and_reap();
-      job_status_ = 128 + 9;
-    }
-    report_.job_exit_code = job_status_;
+  if (job_) {
+    if (!job_->exit_status()) job_->detach();  // --keep-running: left as it is
+    report_.job_exit_code = job_->exit_status().value_or(-1);
+    report_.job_outcome = job_->outcome();
   }
+  report_.end_reason = end_reason_.empty() ? "ended" : end_reason_;
   return std::move(report_);
 }
 

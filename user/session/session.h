@@ -20,7 +20,7 @@
 #include "loader/features.h"
 #include "loader/tracer.h"
 #include "session/analysis.h"
-#include "session/child.h"
+#include "session/job_control.h"
 #include "signals/device_signals.h"
 #include "util/sys_root.h"
 #include "session/lib_probes.h"
@@ -36,14 +36,21 @@ class Session {
 
   // One drain of the ring buffer through decode -> reorder -> analysis.
   Status poll();
-  // Loop until the duration elapses, the job exits, or *stop becomes true.
-  Status run_loop(const std::atomic<bool>* stop);
+  // Loop until the session is done(); a signal number stored in *signal
+  // (by the caller's handler) is a stop request: request_stop(sig).
+  Status run_loop(std::atomic<int>* signal);
+  // End the session: with a launched job, `sig` goes to its process tree
+  // and tracing goes on while it shuts down (session/job_control.h); in
+  // attach mode, or with --keep-running, tracing ends at the next done().
+  void request_stop(int sig, std::string reason);
   // Final drain, counters, close the window.
   Result<SessionReport> finish();
   // Live view (`steptrace top`, session_live.cpp): a copy of the analysis so far, closed at
   // now and run through the same steps -> attribution -> verdict as finish().
   Result<SessionReport> snapshot() const;
-  // True once the launched job has exited (reaped) or the duration has elapsed.
+  // True when tracing should end: the job exited (or, once a stop was asked,
+  // its whole tree is gone), or the duration elapsed in attach mode. Also
+  // turns the end of the duration into a stop request.
   bool done();
 
   const KernelFeatures& features() const { return features_; }
@@ -64,7 +71,10 @@ class Session {
   std::unique_ptr<BpfTracer> tracer_;
   std::unique_ptr<RingReader> reader_;
   std::unique_ptr<signals::DeviceSignals> signals_;  // NDS / EFA / Neuron sysfs sampler (drain ticks)
-  std::optional<GatedChild> child_;
+  std::optional<JobControl> job_;
+  bool stop_requested_ = false;   // attach mode (no job), or --keep-running
+  bool duration_over_ = false;
+  std::string end_reason_;
   std::unique_ptr<CaptureWriter> writer_;
   bool write_failed_ = false;
   Decoder decoder_;
@@ -76,7 +86,6 @@ class Session {
   uint64_t start_mono_ns_ = 0;
   double start_cpu_s_ = 0;
   bool finished_ = false;
-  int job_status_ = -1;
 };
 
 uint64_t monotonic_ns();

@@ -2,6 +2,7 @@
 // Session::snapshot / done: what `steptrace top` reads every refresh. The
 // snapshot goes through Analysis::finish on a copy, so the live view and the
 // final report come from the same pipeline.
+#include <signal.h>
 #include <sys/resource.h>
 
 #include "session/session.h"
@@ -33,9 +34,25 @@ Result<SessionReport> Session::snapshot() const {
   return r;
 }
 
+void Session::request_stop(int sig, std::string reason) {
+  if (end_reason_.empty()) end_reason_ = std::move(reason);
+  if (job_) job_->request_stop(sig, monotonic_ns());
+  if (!job_ || opts_.keep_running) stop_requested_ = true;
+}
+
 bool Session::done() {
-  if (child_ && (job_status_ >= 0 || child_->reap(&job_status_))) return true;
-  return opts_.duration_s > 0 && monotonic_ns() >= start_mono_ns_ + static_cast<uint64_t>(opts_.duration_s * 1e9);
+  const uint64_t now = monotonic_ns();
+  if (!duration_over_ && opts_.duration_s > 0 &&
+      now >= start_mono_ns_ + static_cast<uint64_t>(opts_.duration_s * 1e9)) {
+    duration_over_ = true;
+    request_stop(SIGTERM, "duration");
+  }
+  if (job_) {
+    if (!job_->advance(now)) return false;
+    if (end_reason_.empty()) end_reason_ = "job exited";
+    return true;
+  }
+  return stop_requested_;
 }
 
 }  // namespace steptrace

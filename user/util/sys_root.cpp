@@ -7,6 +7,7 @@
 
 #include <charconv>
 #include <cstring>
+#include <set>
 
 namespace steptrace {
 
@@ -75,6 +76,72 @@ std::vector<uint32_t> parse_pid_list(std::string_view text) {
     if (ec == std::errc{} && p == line.data() + line.size() && v != 0) out.push_back(v);
   }
   return out;
+}
+
+std::optional<ProcStat> parse_proc_stat(std::string_view text) {
+  size_t close = text.rfind(')');
+  if (close == std::string_view::npos || close + 2 >= text.size()) return std::nullopt;
+  std::string_view rest = text.substr(close + 2);  // "S 1 1234 ..."
+  ProcStat st;
+  st.state = rest.front();
+  rest.remove_prefix(1);
+  uint32_t fields[2] = {};
+  for (uint32_t& f : fields) {
+    if (rest.empty() || rest.front() != ' ') return std::nullopt;
+    rest.remove_prefix(1);
+    // ppid is 0 for the kernel's own roots; anything non-numeric is malformed.
+    auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), f);
+    if (ec != std::errc{}) return std::nullopt;
+    rest.remove_prefix(static_cast<size_t>(p - rest.data()));
+  }
+  st.ppid = fields[0];
+  st.pgrp = fields[1];
+  return st;
+}
+
+std::vector<uint32_t> descendants_in(const std::map<uint32_t, uint32_t>& parent_of,
+                                     const std::vector<uint32_t>& roots) {
+  std::map<uint32_t, std::vector<uint32_t>> children;
+  for (const auto& [pid, ppid] : parent_of)
+    if (ppid != pid) children[ppid].push_back(pid);
+  std::vector<uint32_t> out;
+  std::set<uint32_t> seen(roots.begin(), roots.end());
+  std::vector<uint32_t> todo(roots.begin(), roots.end());
+  while (!todo.empty()) {
+    uint32_t p = todo.back();
+    todo.pop_back();
+    auto it = children.find(p);
+    if (it == children.end()) continue;
+    for (uint32_t c : it->second)
+      if (seen.insert(c).second) {
+        out.push_back(c);
+        todo.push_back(c);
+      }
+  }
+  return out;
+}
+
+std::map<uint32_t, ProcStat> SysRoot::processes() const {
+  std::map<uint32_t, ProcStat> out;
+  DIR* d = ::opendir(proc_.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    uint32_t pid = 0;
+    const char* n = e->d_name;
+    auto [p, ec] = std::from_chars(n, n + std::strlen(n), pid);
+    if (ec != std::errc{} || *p != '\0' || pid == 0) continue;
+    auto text = read_small_file(proc_ + "/" + n + "/stat", 4096);
+    if (!text) continue;  // gone since the listing
+    if (auto st = parse_proc_stat(*text)) out[pid] = *st;
+  }
+  ::closedir(d);
+  return out;
+}
+
+std::vector<uint32_t> SysRoot::descendants_of(const std::vector<uint32_t>& roots) const {
+  std::map<uint32_t, uint32_t> parent_of;
+  for (const auto& [pid, ps] : processes()) parent_of[pid] = ps.ppid;
+  return descendants_in(parent_of, roots);
 }
 
 std::optional<uint32_t> SysRoot::char_major(std::string_view name) const {
