@@ -74,3 +74,20 @@ TEST_CASE("options: pid and collector lists", "[cli]") {
   CHECK_FALSE(parse_subsystems("").ok());
   CHECK_FALSE(parse_subsystems("sched,nope").ok());
 }
+
+TEST_CASE("options: how a launched job is stopped", "[cli]") {
+  int code = -1;
+  auto o = parse({"run", "--", "true"}, &code);
+  REQUIRE(o.ok());
+  CHECK(o->kill_after_s == 10);
+  CHECK_FALSE(o->keep_running);
+  o = parse({"run", "--kill-after", "2.5", "--keep-running", "--", "true"}, &code);
+  REQUIRE(o.ok());
+  CHECK(o->kill_after_s == 2.5);
+  CHECK(o->keep_running);
+  o = parse({"top", "--kill-after", "0", "--", "true"}, &code);
+  REQUIRE(o.ok());
+  CHECK(o->kill_after_s == 0);
+  CHECK_FALSE(parse({"run", "--kill-after", "-1", "--", "true"}, &code).ok());
+  CHECK_FALSE(parse({"attach", "--keep-running", "-p", "1"}, &code).ok());  // attach never stops the job
+}

@@ -5,6 +5,9 @@
 #include "report/collector_stats.h"
 #include "util/sys_root.h"
 
+#include <algorithm>
+#include <map>
+
 using namespace steptrace;
 
 TEST_CASE("parsers: /proc/devices char major by name", "[parsers]") {
@@ -76,4 +79,30 @@ TEST_CASE("format: socket tuples and Neuron command names", "[parsers]") {
   CHECK(neuron_cmd_name(0x80084e23) == "DMA_QUEUE_COPY_START");
   CHECK(neuron_cmd_name(0x12345678) == "0x12345678");
   CHECK(format_dev((254u << 20) | 3) == "254:3");
+}
+
+TEST_CASE("parsers: /proc/PID/stat state, parent and group, with a comm full of spaces and parentheses",
+          "[parsers]") {
+  auto st = parse_proc_stat("4242 (a) b (c)) S 17 4242 4242 0 -1 4194560 95 0 0 0 0 0 0 0 20 0 1 0");
+  REQUIRE(st.has_value());
+  CHECK(st->state == 'S');
+  CHECK(st->ppid == 17);
+  CHECK(st->pgrp == 4242);
+  auto z = parse_proc_stat("7 (sh) Z 1 7 7");
+  REQUIRE(z.has_value());
+  CHECK(z->state == 'Z');
+  CHECK_FALSE(parse_proc_stat("7 (sh) S x 7 7").has_value());
+  CHECK_FALSE(parse_proc_stat("7 (sh").has_value());
+  CHECK_FALSE(parse_proc_stat("").has_value());
+}
+
+TEST_CASE("parsers: descendants of a launcher, each once, roots left out", "[parsers]") {
+  // 10 -> 11 -> 13, 10 -> 12; 20 is unrelated; a cycle 30 <-> 31 does not loop.
+  std::map<uint32_t, uint32_t> parent{{10, 1}, {11, 10}, {12, 10}, {13, 11}, {20, 1}, {30, 31}, {31, 30}};
+  auto d = descendants_in(parent, {10});
+  std::sort(d.begin(), d.end());
+  CHECK(d == std::vector<uint32_t>{11, 12, 13});
+  CHECK(descendants_in(parent, {20}).empty());
+  auto c = descendants_in(parent, {30});
+  CHECK(c == std::vector<uint32_t>{31});
 }
