@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
-#include <fstream>
 #include <string_view>
 
 #include "cli/options.h"
@@ -19,6 +18,7 @@
 #include "loader/preflight.h"
 #include "report/summary.h"
 #include "session/session.h"
+#include "util/json_text.h"
 #include "util/log.h"
 
 using namespace steptrace;
@@ -70,17 +70,16 @@ int print_report(const Options& o, const SessionReport& report) {
     return 1;
   }
   if (o.json_path == "-") {
-    fmt::print("{}\n", summary_json(report).dump(2));
+    fmt::print("{}\n", json_text(summary_json(report), 2));
     return 0;
   }
   std::fputs(format_report_text(report, {want_color(o.no_color), o.verbose}).c_str(), stdout);
   if (!o.json_path.empty()) {
-    std::ofstream out(o.json_path, std::ios::trunc);
-    if (!out) {
-      log::error("cannot write {}", o.json_path);
+    if (auto st = write_output_file(o.json_path, json_text(summary_json(report), 2) + "\n", output_file_options(o));
+        !st) {
+      log::error("{}", st.error().message);
       return 1;
     }
-    out << summary_json(report).dump(2) << "\n";
   }
   return 0;
 }
@@ -136,7 +135,7 @@ int cmd_trace(Options o) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int steptrace_main(int argc, char** argv) {
   // `steptrace daemon` has its own flags and config file (user/daemon/).
   if (argc >= 2 && std::string_view(argv[1]) == "daemon") {
     libbpf_set_print(libbpf_print);
@@ -150,6 +149,10 @@ int main(int argc, char** argv) {
     }
     return code;
   }
+  if (auto st = check_file_outputs(*opts); !st) {
+    log::error("{}", st.error().message);
+    return 1;
+  }
   log::set_level(opts->verbose >= 2 ? log::Level::debug : opts->verbose == 1 ? log::Level::info : log::Level::warn);
   libbpf_set_print(libbpf_print);
   switch (opts->command) {
@@ -161,4 +164,18 @@ int main(int argc, char** argv) {
     case CommandKind::top: return cmd_top(*opts);
   }
   return 2;
+}
+
+// No exception leaves main: whatever escaped (a library's throw on input
+// nobody foresaw) ends in one clear line and a non-zero exit, not an abort
+// with a core dump and no report.
+int main(int argc, char** argv) {
+  try {
+    return steptrace_main(argc, argv);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "steptrace: error: {}\n", e.what());
+  } catch (...) {
+    fmt::print(stderr, "steptrace: error: unexpected failure\n");
+  }
+  return 1;
 }

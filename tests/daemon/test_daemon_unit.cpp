@@ -12,6 +12,8 @@
 #include "capture/capture_file.h"
 #include "daemon/budget.h"
 #include "daemon/config.h"
+#include "daemon/exposition.h"
+#include "util/text.h"
 #include "daemon/daemon_harness.h"
 #include "daemon/discovery.h"
 #include "daemon/exposition.h"
@@ -331,4 +333,11 @@ TEST_CASE("flight recorder: bounded by bytes and age, dumps a readable capture",
   CHECK_FALSE(fr.dump(link, nlohmann::json{{"host", "t"}}, DropStats{}, 1).ok());
   CHECK(::access((dir + "/victim").c_str(), F_OK) != 0);
   std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("daemon: a label value that is not UTF-8 cannot make Prometheus drop the scrape", "[daemon]") {
+  // Any process that may open /dev/neuron* can set STEPTRACE_JOB=$'\xff'.
+  std::string label = steptrace::daemon::escape_label_value("job\xff\"x\n");
+  CHECK(label == "job\xef\xbf\xbd\\\"x\\n");
+  CHECK(steptrace::valid_utf8(label) == label);
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "capture/capture_file.h"
+#include "util/json_text.h"
 
 #include <fcntl.h>
 #include <fmt/core.h>
@@ -49,7 +50,7 @@ Result<std::unique_ptr<CaptureWriter>> CaptureWriter::create(const std::string& 
   // O_EXCL|O_NOFOLLOW: never write through a symlink planted in the output directory.
   w->fd_ = ::open(w->tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (w->fd_ < 0) return make_error(fmt::format("cannot create {}: {}", w->tmp_path_, std::strerror(errno)));
-  std::string m = meta.dump();
+  std::string m = json_text(meta);
   std::vector<uint8_t> h(kMagic, kMagic + 8);
   put_u32(h, kCaptureFormatVersion);
   put_u32(h, ST_ABI_VERSION);
@@ -107,7 +108,7 @@ Status CaptureWriter::close(const DropStats& drops, uint64_t records, uint64_t w
   if (auto s = flush_chunk(); !s) return s;
   auto tj = drops_json(drops, records);
   tj["window_end_ns"] = window_end_ns;
-  std::string t = tj.dump();
+  std::string t = json_text(tj);
   std::vector<uint8_t> tr(kTrailer, kTrailer + 4);
   put_u32(tr, static_cast<uint32_t>(t.size()));
   tr.insert(tr.end(), t.begin(), t.end());

@@ -51,6 +51,22 @@ void add_output_flags(CLI::App* app, Options& o) {
   app->add_option("--perfetto", o.perfetto_path, "Write a Chrome trace-event JSON trace for ui.perfetto.dev to FILE");
   app->add_option("--html", o.html_path, "Write a self-contained HTML report to FILE");
   app->add_flag("--no-color", o.no_color, "No colour in the terminal report (colour is only used on a TTY)");
+  app->add_flag("--force", o.force,
+                "Replace output files that exist (never through a symbolic link: one at an output path is refused)");
+  app->add_option_function<std::string>(
+         "--output-mode",
+         [&o](const std::string& v) {
+           unsigned long m = 0;
+           size_t used = 0;
+           try {
+             m = std::stoul(v, &used, 8);
+           } catch (const std::exception&) {
+             used = 0;
+           }
+           if (used != v.size() || m > 0777) throw CLI::ValidationError("--output-mode", "an octal mode such as 0640");
+           o.output_mode = static_cast<uint32_t>(m);
+         },
+         "Permission bits of the files written, in octal (default 0600)");
 }
 
 void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::vector<std::string>& accel,

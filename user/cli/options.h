@@ -43,6 +43,8 @@ struct Options {
   std::string json_path;                 // --json FILE|-
   std::string perfetto_path;             // --perfetto FILE: Chrome trace-event JSON for ui.perfetto.dev
   std::string html_path;                 // --html FILE: self-contained HTML report
+  bool force = false;                    // --force: report files (and captures) may replace an existing file
+  uint32_t output_mode = 0600;           // --output-mode: permission bits of the files written
   bool no_color = false;                 // --no-color (colour is used only on a TTY anyway)
   double top_interval_s = 1.0;           // top: refresh interval
   std::string record_path;               // record -o FILE: raw events to a capture file

@@ -5,9 +5,13 @@
 
 #include <cmath>
 
+#include "util/text.h"
+
 namespace steptrace::daemon {
 
-std::string escape_label_value(std::string_view v) {
+std::string escape_label_value(std::string_view raw) {
+  // Prometheus rejects the whole scrape on one label value that is not UTF-8.
+  const std::string v = valid_utf8(raw);
   std::string o;
   o.reserve(v.size());
   for (char c : v) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "export/html_report.h"
+#include "util/json_text.h"
 
 #include <fmt/core.h>
 
@@ -12,7 +13,7 @@ namespace {
 // JSON that is safe inside <script>: no "<", ">" or "&" survive (they can only
 // appear inside strings, where \u escapes mean the same).
 std::string script_safe_json(const nlohmann::json& j) {
-  std::string s = j.dump();
+  std::string s = json_text(j);
   std::string o;
   o.reserve(s.size());
   for (char c : s) {

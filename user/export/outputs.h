@@ -10,12 +10,15 @@
 #include "export/perfetto.h"
 #include "export/text_report.h"
 #include "session/analysis.h"
+#include "util/output_file.h"
 #include "util/result.h"
 
 namespace steptrace {
 
-// Writes PATH.tmp then renames it into place.
-Status write_text_file(const std::string& path, const std::string& text);
+// --force and --output-mode, for every report file (util/output_file.h).
+OutputFileOptions output_file_options(const Options& o);
+// --json FILE, --perfetto and --html can be written (checked before tracing starts).
+Status check_file_outputs(const Options& o);
 // --perfetto and --html when given.
 Status write_file_outputs(const Options& o, const SessionReport& r);
 

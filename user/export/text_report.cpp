@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "export/report_stats.h"
+#include "util/text.h"
 
 namespace steptrace {
 namespace {
@@ -279,7 +280,7 @@ std::string format_report_text(const SessionReport& r, const TextStyle& style) {
     o += fit(fmt::format("  tracing ended: {}{}", r.end_reason.empty() ? "ended" : r.end_reason,
                          r.job_outcome.empty() ? "" : "; the job " + r.job_outcome)) +
          "\n";
-  for (const auto& w : r.warnings) o += wrap("warning: ", w, "  ");
+  for (const auto& w : r.warnings) o += wrap("warning: ", host_string(w), "  ");
   return o;
 }
 

@@ -20,6 +20,7 @@
 #include "loader/preflight.h"
 #include "steptrace_abi.h"
 #include "util/log.h"
+#include "util/text.h"
 
 namespace steptrace {
 
@@ -298,7 +299,7 @@ void Session::attach_lib(const std::string& path) {
   if (!probed_libs_.insert(path).second) return;
   int attached = attach_lib_probes(*tracer_, path, &report_.warnings);
   log::info("probing {} ({} functions)", path, attached);
-  report_.runtime_libs.push_back(path);
+  report_.runtime_libs.push_back(host_string(path));
 }
 
 void Session::scan_for_libs() {

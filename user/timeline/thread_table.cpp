@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "timeline/thread_table.h"
 
+#include "util/text.h"
+
 #include <cstring>
 
 namespace steptrace {
@@ -16,7 +18,8 @@ const char* state_name(ThreadState s) {
   }
 }
 
-static std::string comm_str(const char* c) { return std::string(c, strnlen(c, ST_COMM_LEN)); }
+// Names from the kernel are the traced process's bytes: made safe here, once (util/text.h).
+static std::string comm_str(const char* c) { return host_string(std::string_view(c, strnlen(c, ST_COMM_LEN))); }
 
 ThreadInfo& ThreadTable::get(uint32_t pid, uint32_t tid) {
   auto& t = threads_[tid];
@@ -34,7 +37,7 @@ const ThreadInfo* ThreadTable::find(uint32_t tid) const {
 
 void ThreadTable::set_comm(uint32_t pid, uint32_t tid, const std::string& comm) {
   auto& t = get(pid, tid);
-  if (t.comm.empty()) t.comm = comm;
+  if (t.comm.empty()) t.comm = host_string(comm);
 }
 
 void ThreadTable::enter(ThreadInfo& t, ThreadState s, uint64_t ts) {
