@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "util/sys_root.h"
+#include "util/text.h"
 
 namespace steptrace::daemon {
 
@@ -145,8 +146,10 @@ ProcIdentity parse_identity(std::string_view environ, std::string_view cgroup) {
     }
   }
   // Label values must stay small.
-  if (id.job.size() > 128) id.job.resize(128);
-  if (id.rank.size() > 16) id.rank.resize(16);
+  // From the job's environment: any bytes. Valid UTF-8 with no control
+  // characters, capped without cutting a character (util/text.h).
+  id.job = std::string(utf8_prefix(host_string(id.job), 128));
+  id.rank = std::string(utf8_prefix(host_string(id.rank), 16));
   return id;
 }
 

@@ -26,7 +26,7 @@ struct Painter {
 
 // Cut a plain line to the report width (tables whose last column is free text).
 std::string fit(std::string s) {
-  if (s.size() > kReportColumns) s.resize(kReportColumns);
+  if (s.size() > kReportColumns) s = std::string(utf8_prefix(s, kReportColumns));
   return s;
 }
 
@@ -48,7 +48,7 @@ std::string wrap(const std::string& first_prefix, const std::string& text, const
       line_len = indent.size();
       fresh = true;
     }
-    if (word.size() > kReportColumns - line_len) word = word.substr(0, kReportColumns - line_len);
+    if (word.size() > kReportColumns - line_len) word = std::string(utf8_prefix(word, kReportColumns - line_len));
     if (!fresh) {
       line += " ";
       ++line_len;
@@ -217,7 +217,7 @@ std::string format_report_text(const SessionReport& r, const TextStyle& style) {
           waker = fmt::format("{}/{} x{}", w.waker_comm, wtid, w.count);
         }
       o += fit(fmt::format("{:>7} {:>7} {:<15} {:>8.1f} {:>8.1f} {:>8.1f} {:>8.1f} {:>7} {:>6}  {}", t->pid, t->tid,
-                           t->comm.substr(0, 15), ms(t->ns(ThreadState::running)), ms(t->ns(ThreadState::runnable)),
+                           utf8_prefix(t->comm, 15), ms(t->ns(ThreadState::running)), ms(t->ns(ThreadState::runnable)),
                            ms(t->ns(ThreadState::sleeping)), ms(t->ns(ThreadState::disk_wait)), t->preempted,
                            t->yields, waker)) +
            "\n";

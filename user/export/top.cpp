@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "export/top.h"
+#include "util/text.h"
 
 #include <fcntl.h>
 #include <fmt/core.h>
@@ -20,7 +21,7 @@ namespace steptrace {
 namespace {
 
 std::string clip(std::string s, size_t w) {
-  if (s.size() > w) s.resize(w);
+  if (s.size() > w) s = std::string(utf8_prefix(s, w));
   return s;
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "report/summary.h"
+#include "util/text.h"
 
 #include <fmt/core.h>
 
@@ -115,7 +116,7 @@ std::string format_summary_text(const SessionReport& r) {
       }
     }
     o += fmt::format("{:>7} {:>7} {:<16} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>6} {:>7}  {}\n", t->pid, t->tid,
-                     t->comm.substr(0, 16), ms(t->ns(ThreadState::running)), ms(t->ns(ThreadState::runnable)),
+                     utf8_prefix(t->comm, 16), ms(t->ns(ThreadState::running)), ms(t->ns(ThreadState::runnable)),
                      ms(t->ns(ThreadState::sleeping)), ms(t->ns(ThreadState::disk_wait)), t->preempted, t->yields,
                      waker);
   }

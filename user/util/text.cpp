@@ -73,3 +73,15 @@ std::string host_string(std::string_view s) {
 }
 
 }  // namespace steptrace
+
+namespace steptrace {
+
+std::string_view utf8_prefix(std::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return s;
+  size_t n = max_bytes;
+  // Step back over continuation bytes to the start of the cut character.
+  while (n > 0 && (static_cast<uint8_t>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
+}  // namespace steptrace

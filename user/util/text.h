@@ -19,5 +19,8 @@ std::string valid_utf8(std::string_view s);
 // backslash, then written as \\), so a name cannot move the cursor, change
 // colours or retitle a terminal.
 std::string host_string(std::string_view s);
+// The longest prefix of s of at most max_bytes bytes that does not end inside
+// a UTF-8 sequence (for columns and caps: a cut character is invalid UTF-8).
+std::string_view utf8_prefix(std::string_view s, size_t max_bytes);
 
 }  // namespace steptrace
