@@ -36,6 +36,8 @@ void on_signal(int sig) { g_signal.store(sig); }
 void install_stop_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
+  // The loops poll g_signal; no call needs to be interrupted to notice it.
+  sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
 }

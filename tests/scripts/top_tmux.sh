@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `steptrace top` in a real terminal (tmux, 100x40): frames refresh with the
-# step rate, a bar per rank and the verdict; q quits, Ctrl-C quits; both leave
-# the alternate screen, restore echo and print the final report. Needs root.
+# step rate, a bar per rank and the verdict; q quits, Ctrl-C quits; both stop
+# the job (which exits on its own), leave the alternate screen, restore echo
+# and print the final report. Needs root.
 #   top_tmux.sh STEPTRACE_BIN TRAINSIM_BIN
 set -euo pipefail
 bin=$1 sim=$2
@@ -49,7 +50,10 @@ for key in q C-c; do
   awk 'length($0) > 100 { bad = 1 } END { exit bad }' "$t/pane"
   tm send-keys -t top "$key"
   wait_for 'TOP-EXIT=' 40
-  grep -q 'TOP-EXIT=0' "$t/pane" || { echo "top exited non-zero:"; cat "$t/pane" "$t/stderr-$key"; exit 1; }
+  # top exits with the job's status: trainsim got the stop (SIGTERM for q,
+  # the forwarded SIGINT for Ctrl-C), stopped its ranks and exited 130
+  # itself; 137 would mean it had to be SIGKILLed.
+  grep -q 'TOP-EXIT=130' "$t/pane" || { echo "top did not exit with the job's status 130:"; cat "$t/pane" "$t/stderr-$key"; exit 1; }
   grep -q '^TTY: echo' "$t/pane" || { echo "terminal echo not restored"; cat "$t/pane"; exit 1; }
   [ "$(tm display -p -t top '#{alternate_on}')" = 0 ] || { echo "alternate screen not left"; exit 1; }
   # The final report went to the normal screen after the live view.

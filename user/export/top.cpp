@@ -11,11 +11,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <thread>
 
 #include "export/report_stats.h"
 #include "session/session.h"
+#include "util/log.h"
 
 namespace steptrace {
 namespace {
@@ -26,7 +29,11 @@ std::string clip(std::string s, size_t w) {
 }
 
 // Terminal state: raw-ish input (no echo, no line buffering; Ctrl-C still
-// raises SIGINT), alternate screen, hidden cursor. Restored by the destructor.
+// raises SIGINT), alternate screen, hidden cursor. Restored by the destructor
+// and, should the process end some other way, at exit. Every call retries on
+// EINTR and the restored modes are read back: a Ctrl-C (or the job's
+// SIGCHLD) that interrupts the restore must not leave the terminal without
+// echo, as it once did on a loaded CI machine.
 class TerminalGuard {
  public:
   TerminalGuard() {
@@ -37,16 +44,24 @@ class TerminalGuard {
       t.c_lflag &= static_cast<tcflag_t>(~(ICANON | ECHO));
       t.c_cc[VMIN] = 0;
       t.c_cc[VTIME] = 0;
-      have_saved_ = tcsetattr(0, TCSANOW, &t) == 0;
+      have_saved_ = set_modes(t);
     }
     if (out_tty_) write_str("\x1b[?1049h\x1b[?25l\x1b[H\x1b[2J");
+    active_ = this;
+    static bool registered = false;
+    if (!registered) registered = std::atexit([] { if (active_) active_->restore(); }) == 0;
   }
-  ~TerminalGuard() { restore(); }
+  ~TerminalGuard() {
+    restore();
+    active_ = nullptr;
+  }
+  TerminalGuard(const TerminalGuard&) = delete;
+  TerminalGuard& operator=(const TerminalGuard&) = delete;
   void restore() {
     if (restored_) return;
     restored_ = true;
     if (out_tty_) write_str("\x1b[0m\x1b[?25h\x1b[?1049l");
-    if (have_saved_) tcsetattr(0, TCSANOW, &saved_);
+    if (have_saved_ && !set_modes(saved_)) log::warn("could not restore the terminal's modes (try: stty sane)");
   }
   bool out_tty() const { return out_tty_; }
   bool in_tty() const { return in_tty_; }
@@ -54,12 +69,25 @@ class TerminalGuard {
     size_t off = 0;
     while (off < s.size()) {
       ssize_t n = ::write(1, s.data() + off, s.size() - off);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       off += static_cast<size_t>(n);
     }
   }
 
  private:
+  // tcsetattr, until the modes read back are the ones asked for.
+  static bool set_modes(const termios& want) {
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      if (tcsetattr(0, TCSANOW, &want) != 0 && errno != EINTR) return false;
+      termios now{};
+      if (tcgetattr(0, &now) == 0 && now.c_lflag == want.c_lflag && now.c_cc[VMIN] == want.c_cc[VMIN] &&
+          now.c_cc[VTIME] == want.c_cc[VTIME])
+        return true;
+    }
+    return false;
+  }
+  static inline TerminalGuard* active_ = nullptr;
   termios saved_{};
   bool have_saved_ = false, in_tty_ = false, out_tty_ = false, restored_ = false;
 };
