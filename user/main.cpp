@@ -110,6 +110,7 @@ int cmd_trace(const Options& o) {
   }
   if (print_report(o, *report) != 0) return 1;
   if (!st) return 1;
+  if (!report->capture_error.empty()) return 1;  // record: the capture lost records it should hold
   if (!o.argv.empty() && report->job_exit_code > 0) return report->job_exit_code;
   return 0;
 }

@@ -135,6 +135,9 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   s->opts_ = o;
   s->root_ = root;
   s->features_ = probe_features(o.btf_path);
+  // record: refuse an existing capture file before anything is loaded.
+  if (!o.record_path.empty())
+    if (auto st = check_capture_path(o.record_path, o.force); !st) return st.error();
 
   // Preflight: refuse early with the actionable reason.
   auto lockdown = read_small_file("/sys/kernel/security/lockdown");
@@ -223,7 +226,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   s->start_mono_ns_ = monotonic_ns();
   s->start_cpu_s_ = process_cpu_s();
   if (!o.record_path.empty()) {
-    auto w = CaptureWriter::create(o.record_path, s->capture_meta());
+    auto w = CaptureWriter::create(o.record_path, s->capture_meta(), {o.max_capture_bytes, o.force});
     if (!w) return w.error();
     s->writer_ = std::move(*w);
   }
@@ -287,8 +290,13 @@ void Session::on_record(const void* data, size_t len) {
   }
   if (writer_ && !write_failed_) {
     if (auto st = writer_->append(data, len); !st) {
+      // The writer stopped (--max-size, or a failed write): one line now;
+      // run_loop ends the session as at the end of -d.
       write_failed_ = true;
-      report_.warnings.push_back(st.error().message);
+      if (writer_->end_reason() == "max_size")
+        log::warn("{}", st.error().message);
+      else
+        log::error("{}", st.error().message);
     }
   }
   if (auto ev = decoder_.decode(data, len)) reorder_.push(*ev);
@@ -323,6 +331,7 @@ Status Session::run_loop(const std::atomic<bool>* stop) {
     if (auto s = poll(); !s) return s;
     if (child_ && child_->reap(&job_status_)) break;
     if (monotonic_ns() >= deadline) break;
+    if (write_failed_) break;  // recording stopped: nothing more would be kept
   }
   return Ok{};
 }
@@ -348,7 +357,18 @@ Result<SessionReport> Session::finish() {
   report_.job = report_.analysis.finish(end, report_.drops);
   report_.analysis.device_signals = nullptr;  // the sampler's data stays with the session
   if (writer_) {
-    if (auto st = writer_->close(report_.drops, report_.records, end); !st) return st.error();
+    // Whatever happened to the file, the report is still printed: marked
+    // INCOMPLETE with the reason, and a write failure makes the exit non-zero.
+    auto st = writer_->close(report_.drops, end, end_reason_);
+    std::string how = writer_->stopped() ? writer_->end_reason() : end_reason_;
+    if (how != kCaptureComplete) report_.capture_end = how;
+    if (writer_->stopped() && how != "max_size") report_.capture_error = how;
+    if (!st) {
+      log::error("{}", st.error().message);
+      report_.capture_error = st.error().message;
+      if (report_.capture_end.empty()) report_.capture_end = st.error().message;
+    }
+    mark_capture_end(report_);
   }
   report_.tracer_cpu_s = process_cpu_s() - start_cpu_s_;
   report_.wall_s = static_cast<double>(end - start_mono_ns_) / 1e9;

@@ -67,6 +67,8 @@ class Session {
   std::optional<GatedChild> child_;
   std::unique_ptr<CaptureWriter> writer_;
   bool write_failed_ = false;
+  // How the recording ended, for the capture's trailer ("signal SIGHUP"...).
+  std::string end_reason_{kCaptureComplete};
   Decoder decoder_;
   Reorderer reorder_;
   SessionReport report_;
@@ -88,5 +90,7 @@ std::vector<std::string> resolve_needed_libs(const std::string& cmd);
 
 // `steptrace report FILE`: the same decode -> reorder -> analysis over a capture.
 Result<SessionReport> replay_capture(const std::string& path);
+// Same, over capture bytes in memory (the report fuzzer).
+Result<SessionReport> replay_capture_bytes(const uint8_t* data, size_t size);
 
 }  // namespace steptrace
