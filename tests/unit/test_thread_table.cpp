@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "timeline/thread_table.h"
 
 using namespace steptrace;
@@ -102,4 +104,29 @@ TEST_CASE("thread table: exit closes the thread, time before the first event is 
   CHECK(i->exited);
   CHECK(i->ns(ThreadState::running) == 0);
   CHECK(i->ns(ThreadState::sleeping) == 1000);
+}
+
+TEST_CASE("thread table: thread names that are not UTF-8 get '?' for each bad byte", "[timeline]") {
+  CHECK(utf8_or_question_marks("python3") == "python3");
+  CHECK(utf8_or_question_marks("r\xc3\xa9seau-\xe6\x97\xa5") == "r\xc3\xa9seau-\xe6\x97\xa5");  // kept whole
+  CHECK(utf8_or_question_marks("\xff\xfe") == "??");
+  CHECK(utf8_or_question_marks("cut\xe6\x97") == "cut??");        // a character cut at 15 bytes
+  CHECK(utf8_or_question_marks("\xc0\xaf") == "??");              // overlong '/'
+  CHECK(utf8_or_question_marks("\xed\xa0\x80") == "???");         // a surrogate
+  CHECK(utf8_or_question_marks("\xf4\x90\x80\x80") == "????");    // past U+10FFFF
+  CHECK(utf8_or_question_marks("\xf0\x9f\x98\x80") == "\xf0\x9f\x98\x80");
+
+  ThreadTable t;
+  st_task_comm c{};
+  c.hdr.size = sizeof(c);
+  c.hdr.kind = ST_EV_TASK_COMM;
+  c.hdr.pid = kPid;
+  c.hdr.tid = 7;
+  std::memcpy(c.comm, "job\xff\xc3", 5);
+  t.on_event(Event{c});
+  t.set_comm(kPid, 8, "w\x80");
+  CHECK(t.find(7)->comm == "job??");
+  CHECK(t.find(8)->comm == "w?");
+  // What the JSON sinks do with it: no exception.
+  CHECK_NOTHROW(nlohmann::json(t.find(7)->comm).dump());
 }

@@ -16,7 +16,29 @@ const char* state_name(ThreadState s) {
   }
 }
 
-static std::string comm_str(const char* c) { return std::string(c, strnlen(c, ST_COMM_LEN)); }
+std::string utf8_or_question_marks(std::string s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+    const unsigned c = b(0);
+    size_t n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    bool ok = n > 0 && i + n <= s.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (b(k) & 0xc0) == 0x80;
+    // No overlong forms, no surrogates, nothing past U+10FFFF (RFC 3629, as nlohmann checks).
+    if (ok && n == 3) ok = !(c == 0xe0 && b(1) < 0xa0) && !(c == 0xed && b(1) >= 0xa0);
+    if (ok && n == 4) ok = !(c == 0xf0 && b(1) < 0x90) && !(c == 0xf4 && b(1) >= 0x90);
+    if (!ok) {
+      s[i] = '?';
+      n = 1;
+    }
+    i += n;
+  }
+  return s;
+}
+
+// Thread names are bytes: the kernel cuts them at 15, maybe inside a
+// character, and any traced process (or a crafted capture) can set any bytes.
+static std::string comm_str(const char* c) { return utf8_or_question_marks(std::string(c, strnlen(c, ST_COMM_LEN))); }
 
 ThreadInfo& ThreadTable::get(uint32_t pid, uint32_t tid) {
   auto& t = threads_[tid];
@@ -34,7 +56,7 @@ const ThreadInfo* ThreadTable::find(uint32_t tid) const {
 
 void ThreadTable::set_comm(uint32_t pid, uint32_t tid, const std::string& comm) {
   auto& t = get(pid, tid);
-  if (t.comm.empty()) t.comm = comm;
+  if (t.comm.empty()) t.comm = utf8_or_question_marks(comm);
 }
 
 void ThreadTable::enter(ThreadInfo& t, ThreadState s, uint64_t ts) {

@@ -28,6 +28,10 @@ inline uint64_t queued_since(uint64_t woken_at, uint64_t slice_start, uint64_t q
   return slice_start - queue_ns;
 }
 
+// Each byte that does not belong to a well-formed UTF-8 character becomes '?':
+// every sink needs valid UTF-8 (nlohmann's dump() throws on anything else).
+std::string utf8_or_question_marks(std::string s);
+
 struct WakerEdge {
   uint32_t waker_pid = 0;
   std::string waker_comm;
