@@ -138,7 +138,8 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
       ->required();
   record->add_option("--max-size", max_size,
                      "Stop recording before the capture file would pass SIZE bytes (suffix k, m or g: 512m, 2g); "
-                     "the capture keeps its complete chunks and trailer, the report is marked INCOMPLETE");
+                     "the capture keeps its complete chunks and trailer, the report is marked INCOMPLETE")
+      ->type_name("SIZE");
   record->add_flag("--force", o.force, "Overwrite an existing capture file");
   record->add_option("-p,--pid", pid_csv, "PID[,PID...] (children are followed)");
   record->add_option("--cgroup", o.target.cgroup_path, "cgroup v2 directory");
