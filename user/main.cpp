@@ -132,6 +132,7 @@ int cmd_trace(Options o) {
   }
   if (print_report(o, *report) != 0) return 1;
   if (!st) return 1;
+  if (!report->capture_error.empty()) return 1;  // record: the capture lost records it should hold
   return job_status_or(o, *report, 0);
 }
 

@@ -25,8 +25,12 @@ for path in sys.argv[2:]:
     assert not errs, f"{path} does not match the schema"
     assert doc["job"]["ranks"], "no ranks in the real report"
     assert sum(len(r["steps"]) for r in doc["job"]["ranks"]) > 0
+# A capture that ended early names how (record --max-size, a full disk).
+d = copy.deepcopy(doc); d["capture_end"] = "write_error: No space left on device"; d["incomplete"] = True
+assert v.is_valid(d), "capture_end rejected"
 # Broken documents must be rejected.
 bad = []
+d = copy.deepcopy(doc); d["capture_end"] = 5; bad.append(d)
 d = copy.deepcopy(doc); del d["job"]["verdict"]["category"]; bad.append(d)
 d = copy.deepcopy(doc); d["job"]["ranks"][0]["steps"][0]["categories"]["device_execute"] = -1; bad.append(d)
 d = copy.deepcopy(doc); d["job"]["verdict"]["category"] = "gpu_bound"; bad.append(d)

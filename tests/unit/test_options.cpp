@@ -91,3 +91,29 @@ TEST_CASE("options: how a launched job is stopped", "[cli]") {
   CHECK_FALSE(parse({"run", "--kill-after", "-1", "--", "true"}, &code).ok());
   CHECK_FALSE(parse({"attach", "--keep-running", "-p", "1"}, &code).ok());  // attach never stops the job
 }
+
+TEST_CASE("options: record --max-size takes k/m/g suffixes, --force is off by default", "[cli]") {
+  CHECK(parse_size("4096").value() == 4096);
+  CHECK(parse_size("512k").value() == 512ull << 10);
+  CHECK(parse_size("64M").value() == 64ull << 20);
+  CHECK(parse_size("2g").value() == 2ull << 30);
+  for (const char* bad : {"", "k", "12x", "1.5g", "-1", "5kb", "99999999999999999999"})
+    CHECK_FALSE(parse_size(bad).ok());
+  CHECK_FALSE(parse_size("17179869184g").ok());  // 2^34 GiB overflows 64 bits
+
+  int code = -1;
+  auto o = parse({"record", "-o", "x.cap", "--max-size", "300m", "--", "true"}, &code);
+  REQUIRE(o.ok());
+  CHECK(o->max_capture_bytes == 300ull << 20);
+  CHECK_FALSE(o->force);
+  o = parse({"record", "-o", "x.cap", "--force", "--all"}, &code);
+  REQUIRE(o.ok());
+  CHECK(o->force);
+  CHECK(o->max_capture_bytes == 0);
+  auto r = parse({"record", "-o", "x.cap", "--max-size", "0", "--all"}, &code);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message == "--max-size: must be more than 0");
+  r = parse({"record", "-o", "x.cap", "--max-size", "12x", "--all"}, &code);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("--max-size: invalid size '12x'") == 0);
+}

@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "timeline/thread_table.h"
 
 using namespace steptrace;
@@ -102,4 +104,23 @@ TEST_CASE("thread table: exit closes the thread, time before the first event is 
   CHECK(i->exited);
   CHECK(i->ns(ThreadState::running) == 0);
   CHECK(i->ns(ThreadState::sleeping) == 1000);
+}
+
+TEST_CASE("thread table: thread names that are not UTF-8 get U+FFFD, control characters are written out",
+          "[timeline]") {
+  ThreadTable t;
+  st_task_comm c{};
+  c.hdr.size = sizeof(c);
+  c.hdr.kind = ST_EV_TASK_COMM;
+  c.hdr.pid = kPid;
+  c.hdr.tid = 7;
+  std::memcpy(c.comm, "job\xff\xc3", 5);
+  t.on_event(Event{c});
+  t.set_comm(kPid, 8, "w\x80");
+  CHECK(t.find(7)->comm == "job\xef\xbf\xbd\xef\xbf\xbd");
+  CHECK(t.find(8)->comm == "w\xef\xbf\xbd");
+  t.set_comm(kPid, 9, "\x1b]0;pwned\x07");
+  CHECK(t.find(9)->comm == "\\x1b]0;pwned\\x07");
+  // What the JSON sinks do with it: no exception.
+  CHECK_NOTHROW(nlohmann::json(t.find(7)->comm).dump());
 }

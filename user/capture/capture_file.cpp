@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "capture/capture_file.h"
-#include "util/json_text.h"
 
 #include <fcntl.h>
 #include <fmt/core.h>
@@ -8,10 +7,12 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "steptrace_abi.h"
+#include "util/json_text.h"
 #include "util/sys_root.h"
 
 namespace steptrace {
@@ -41,22 +42,55 @@ nlohmann::json drops_json(const DropStats& d, uint64_t records) {
   return {{"emitted", e}, {"dropped", x}, {"records", records}};
 }
 
+// Room kept for the trailer: every chunk is written only once the blocks for it
+// and for a trailer after it are allocated, so a full disk refuses a chunk
+// whole and the trailer still fits. The trailer is well under 1 KiB.
+constexpr uint64_t kTrailerReserve = 4096;
+constexpr size_t kMaxEndReason = 200;
+
+std::string errno_text(int e) { return std::strerror(e); }
+
 }  // namespace
 
-Result<std::unique_ptr<CaptureWriter>> CaptureWriter::create(const std::string& path, const nlohmann::json& meta) {
+Status check_capture_path(const std::string& path, bool overwrite) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Ok{};
+    return make_error(fmt::format("cannot check {}: {}", path, std::strerror(errno)));
+  }
+  if (S_ISDIR(st.st_mode)) return make_error(fmt::format("{} is a directory", path));
+  if (!overwrite) return make_error(fmt::format("{} already exists (--force overwrites it)", path));
+  return Ok{};
+}
+
+Result<std::unique_ptr<CaptureWriter>> CaptureWriter::create(const std::string& path, const nlohmann::json& meta,
+                                                             const CaptureWriterOptions& opt) {
+  if (auto s = check_capture_path(path, opt.overwrite); !s) return s.error();
   std::unique_ptr<CaptureWriter> w(new CaptureWriter());
   w->path_ = path;
   w->tmp_path_ = path + ".tmp";
-  // O_EXCL|O_NOFOLLOW: never write through a symlink planted in the output directory.
-  w->fd_ = ::open(w->tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (w->fd_ < 0) return make_error(fmt::format("cannot create {}: {}", w->tmp_path_, std::strerror(errno)));
+  w->max_bytes_ = opt.max_bytes;
+  w->overwrite_ = opt.overwrite;
+  // Strings in the metadata (argv, host) may hold any bytes: replace invalid UTF-8 rather than throw.
   std::string m = json_text(meta);
   std::vector<uint8_t> h(kMagic, kMagic + 8);
   put_u32(h, kCaptureFormatVersion);
   put_u32(h, ST_ABI_VERSION);
   put_u32(h, static_cast<uint32_t>(m.size()));
   h.insert(h.end(), m.begin(), m.end());
-  if (auto s = w->write_all(h.data(), h.size()); !s) return s.error();
+  if (opt.max_bytes && h.size() + kTrailerReserve > opt.max_bytes)
+    return make_error(fmt::format("--max-size {} is too small: the capture header and trailer alone take {} bytes",
+                                  opt.max_bytes, h.size() + kTrailerReserve));
+  // O_EXCL|O_NOFOLLOW: never write through a symlink planted in the output directory.
+  w->fd_ = ::open(w->tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (w->fd_ < 0) return make_error(fmt::format("cannot create {}: {}", w->tmp_path_, std::strerror(errno)));
+  int e = w->reserve(h.size() + kTrailerReserve);
+  if (e == 0) e = w->write_all(h.data(), h.size());
+  if (e != 0) {
+    ::unlink(w->tmp_path_.c_str());
+    return make_error(fmt::format("cannot write {}: {}", w->tmp_path_, std::strerror(e)));
+  }
+  w->committed_ = h.size();
   w->buf_.reserve(kChunkRaw + 4096);
   return w;
 }
@@ -65,29 +99,59 @@ CaptureWriter::~CaptureWriter() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Status CaptureWriter::write_all(const void* p, size_t n) {
+int CaptureWriter::write_all(const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);
   while (n > 0) {
     ssize_t r = ::write(fd_, b, n);
     if (r < 0) {
       if (errno == EINTR) continue;
-      return make_error(fmt::format("write {}: {}", tmp_path_, std::strerror(errno)));
+      return errno;
     }
     b += r;
     n -= static_cast<size_t>(r);
   }
-  return Ok{};
+  return 0;
+}
+
+void CaptureWriter::cut_back() {
+  // Both can only fail on a bad fd; the reader then keeps the prefix before the partial bytes.
+  (void)::ftruncate(fd_, static_cast<off_t>(committed_));
+  (void)::lseek(fd_, static_cast<off_t>(committed_), SEEK_SET);
+}
+
+int CaptureWriter::reserve(uint64_t n) {
+  if (!can_reserve_) return 0;
+  // KEEP_SIZE: the blocks are allocated, the file size is not changed.
+  if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(committed_), static_cast<off_t>(n)) == 0) return 0;
+  if (errno == EOPNOTSUPP || errno == ENOSYS) {
+    can_reserve_ = false;  // this filesystem cannot preallocate: rely on truncating a failed chunk
+    return 0;
+  }
+  return errno;
+}
+
+Error CaptureWriter::stop(std::string reason, std::string message) {
+  buf_.clear();
+  buffered_records_ = 0;
+  if (end_reason_.empty()) {
+    end_reason_ = std::move(reason);
+    stop_message_ = std::move(message);
+  }
+  return make_error(stop_message_);
 }
 
 Status CaptureWriter::append(const void* rec, size_t len) {
+  if (stopped()) return make_error(stop_message_);
   put_u32(buf_, static_cast<uint32_t>(len));
   const auto* b = static_cast<const uint8_t*>(rec);
   buf_.insert(buf_.end(), b, b + len);
+  ++buffered_records_;
   if (buf_.size() >= kChunkRaw) return flush_chunk();
   return Ok{};
 }
 
 Status CaptureWriter::flush_chunk() {
+  if (stopped()) return make_error(stop_message_);
   if (buf_.empty()) return Ok{};
   uLongf zlen = compressBound(static_cast<uLong>(buf_.size()));
   std::vector<uint8_t> out(16 + zlen);
@@ -98,39 +162,164 @@ Status CaptureWriter::flush_chunk() {
   put_u32(hdr, static_cast<uint32_t>(zlen));
   put_u32(hdr, static_cast<uint32_t>(crc32(0, buf_.data(), static_cast<uInt>(buf_.size()))));
   std::memcpy(out.data(), hdr.data(), 16);
+  const uint64_t n = 16 + zlen;
+  if (max_bytes_ && committed_ + n + kTrailerReserve > max_bytes_)
+    return stop("max_size", fmt::format("capture {} reached --max-size {} bytes: recording stopped ({} records "
+                                        "written, {} bytes)",
+                                        path_, max_bytes_, records_written_, committed_));
+  int e = reserve(n + kTrailerReserve);
+  if (e == 0) {
+    e = write_all(out.data(), n);
+    // Cut a partly written chunk off, so the file ends at its last complete
+    // chunk and the trailer follows it (without a reservation, this also
+    // frees the blocks the trailer needs).
+    if (e != 0) cut_back();
+  }
+  if (e != 0) {
+    return stop("write_error: " + errno_text(e),
+                fmt::format("cannot write {}: {}: recording stopped, the capture keeps its first {} records",
+                            tmp_path_, std::strerror(e), records_written_));
+  }
+  committed_ += n;
+  records_written_ += buffered_records_;
+  buffered_records_ = 0;
   buf_.clear();
-  return write_all(out.data(), 16 + zlen);
+  return Ok{};
 }
 
-Status CaptureWriter::close(const DropStats& drops, uint64_t records, uint64_t window_end_ns) {
+Status CaptureWriter::close(const DropStats& drops, uint64_t window_end_ns, std::string_view how_ended) {
   if (closed_) return Ok{};
   closed_ = true;
-  if (auto s = flush_chunk(); !s) return s;
-  auto tj = drops_json(drops, records);
+  if (!stopped()) (void)flush_chunk();  // a failure stops the writer; the trailer below says so
+  std::string how = stopped() ? end_reason_ : std::string(how_ended);
+  if (how.size() > kMaxEndReason) how.resize(kMaxEndReason);
+  auto tj = drops_json(drops, records_written_);
   tj["window_end_ns"] = window_end_ns;
+  tj["end"] = how;
   std::string t = json_text(tj);
   std::vector<uint8_t> tr(kTrailer, kTrailer + 4);
   put_u32(tr, static_cast<uint32_t>(t.size()));
   tr.insert(tr.end(), t.begin(), t.end());
-  if (auto s = write_all(tr.data(), tr.size()); !s) return s;
-  if (::fsync(fd_) != 0) return make_error(fmt::format("fsync {}: {}", tmp_path_, std::strerror(errno)));
+  std::string failure;
+  if (int e = write_all(tr.data(), tr.size()); e != 0) {
+    cut_back();
+    failure = fmt::format("cannot write the trailer of {}: {} (the capture is a readable prefix without it)",
+                          tmp_path_, std::strerror(e));
+  } else {
+    committed_ += tr.size();
+    // Give back the blocks reserved past the end.
+    (void)::ftruncate(fd_, static_cast<off_t>(committed_));
+  }
+  if (::fsync(fd_) != 0 && failure.empty()) failure = fmt::format("fsync {}: {}", tmp_path_, std::strerror(errno));
   ::close(fd_);
   fd_ = -1;
-  if (::rename(tmp_path_.c_str(), path_.c_str()) != 0)
-    return make_error(fmt::format("rename {} -> {}: {}", tmp_path_, path_, std::strerror(errno)));
+  int rc = 0;
+  if (overwrite_) {
+    rc = ::rename(tmp_path_.c_str(), path_.c_str());
+  } else {
+    // Never replace a file that appeared at the path while recording.
+    rc = ::renameat2(AT_FDCWD, tmp_path_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE);
+    if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
+      // No RENAME_NOREPLACE on this filesystem: link() refuses an existing name too.
+      rc = ::link(tmp_path_.c_str(), path_.c_str());
+      if (rc == 0) ::unlink(tmp_path_.c_str());
+    }
+  }
+  if (rc != 0) {
+    int e = errno;
+    return make_error(fmt::format("cannot rename {} to {}: {}{}{}", tmp_path_, path_, std::strerror(e),
+                                  failure.empty() ? "" : "; ", failure));
+  }
+  if (!failure.empty()) return make_error(failure);
   return Ok{};
 }
 
-Result<CaptureContents> read_capture_bytes(const uint8_t* data, size_t size,
-                                           const std::function<void(const void*, size_t)>& fn) {
+namespace {
+
+// Where the reader's bytes come from: a file read piece by piece, or memory
+// (the fuzzer). read() returns fewer than n bytes only at the end.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  virtual Result<size_t> read(uint8_t* dst, size_t n) = 0;
+};
+
+class MemorySource : public ByteSource {
+ public:
+  MemorySource(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  Result<size_t> read(uint8_t* dst, size_t n) override {
+    size_t k = std::min(n, size_ - off_);
+    if (k) std::memcpy(dst, data_ + off_, k);
+    off_ += k;
+    return k;
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_, off_ = 0;
+};
+
+class FdSource : public ByteSource {
+ public:
+  explicit FdSource(int fd) : fd_(fd) {}
+  Result<size_t> read(uint8_t* dst, size_t n) override {
+    size_t got = 0;
+    while (got < n) {
+      ssize_t r = ::read(fd_, dst + got, n - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return make_error(fmt::format("read error at offset {}: {}", off_ + got, std::strerror(errno)));
+      if (r == 0) break;
+      got += static_cast<size_t>(r);
+    }
+    off_ += got;
+    return got;
+  }
+
+ private:
+  int fd_;
+  uint64_t off_ = 0;
+};
+
+// Trailer fields: a wrong JSON type is a warning and the field is ignored.
+std::optional<uint64_t> trailer_u64(const nlohmann::json& t, const char* key, std::vector<std::string>& warnings) {
+  auto it = t.find(key);
+  if (it == t.end()) return std::nullopt;
+  if (it->is_number_unsigned()) return it->get<uint64_t>();
+  warnings.push_back(fmt::format("capture trailer: \"{}\" is not an unsigned integer ({}); ignored", key,
+                                 it->type_name()));
+  return std::nullopt;
+}
+
+// Reads n bytes into buf, growing it as the bytes arrive: a length field that
+// claims more than the file holds costs at most one step of memory.
+Result<size_t> read_growing(ByteSource& src, std::vector<uint8_t>& buf, size_t n) {
+  constexpr size_t kStep = 1 << 20;
+  buf.clear();
+  size_t have = 0;
+  while (have < n) {
+    size_t k = std::min(kStep, n - have);
+    buf.resize(have + k);
+    auto got = src.read(buf.data() + have, k);
+    if (!got) return got.error();
+    have += *got;
+    if (*got < k) break;
+  }
+  buf.resize(have);
+  return have;
+}
+
+// One chunk or section at a time: memory is bounded by kMaxChunk, not by the file.
+Result<CaptureContents> read_stream(ByteSource& src, const std::function<void(const void*, size_t)>& fn) {
   CaptureContents c;
   auto err = [](size_t off, const std::string& why) {
     return make_error(fmt::format("corrupt capture at offset {}: {}", off, why));
   };
-  if (size >= 8 && size < 20 && std::memcmp(data, kMagic, 8) == 0) return err(size, "file header cut short");
-  if (size < 20 || std::memcmp(data, kMagic, 8) != 0)
-    return make_error("not a steptrace capture (bad magic at offset 0)");
-  uint32_t ver = get_u32(data + 8), abi = get_u32(data + 12), mlen = get_u32(data + 16);
+  uint8_t h[20];
+  auto got = src.read(h, sizeof(h));
+  if (!got) return got.error();
+  if (*got >= 8 && *got < 20 && std::memcmp(h, kMagic, 8) == 0) return err(*got, "file header cut short");
+  if (*got < 20 || std::memcmp(h, kMagic, 8) != 0) return make_error("not a steptrace capture (bad magic at offset 0)");
+  uint32_t ver = get_u32(h + 8), abi = get_u32(h + 12), mlen = get_u32(h + 16);
   if (ver > kCaptureFormatVersion)
     return make_error(fmt::format("capture format version {} (offset 8) is newer than this steptrace ({}): upgrade steptrace",
                                   ver, kCaptureFormatVersion));
@@ -138,42 +327,68 @@ Result<CaptureContents> read_capture_bytes(const uint8_t* data, size_t size,
   if (abi < ST_ABI_MIN_READABLE || abi > ST_ABI_VERSION)
     return make_error(fmt::format("capture ABI version {} (offset 12) is not readable by this steptrace (reads {}..{})", abi,
                                   ST_ABI_MIN_READABLE, ST_ABI_VERSION));
-  if (mlen > kMaxMeta || 20 + static_cast<size_t>(mlen) > size) return err(16, "metadata length out of range");
-  c.meta = nlohmann::json::parse(data + 20, data + 20 + mlen, nullptr, false);
+  if (mlen > kMaxMeta) return err(16, "metadata length out of range");
+  std::vector<uint8_t> buf(mlen);
+  if (got = src.read(buf.data(), mlen); !got) return got.error();
+  if (*got < mlen) return err(16, "metadata length out of range");
+  c.meta = nlohmann::json::parse(buf.begin(), buf.end(), nullptr, false);
   if (c.meta.is_discarded()) return err(20, "metadata is not valid JSON");
+  if (!c.meta.is_object()) return err(20, fmt::format("metadata is a JSON {}, not an object", c.meta.type_name()));
   size_t off = 20 + mlen;
   std::vector<uint8_t> raw;
-  while (off < size) {
-    if (size - off < 8) return err(off, "truncated section header");
-    if (std::memcmp(data + off, kTrailer, 4) == 0) {
-      uint32_t tlen = get_u32(data + off + 4);
-      if (tlen > kMaxMeta || size - off - 8 < tlen) return err(off + 4, "trailer length out of range");
-      c.trailer = nlohmann::json::parse(data + off + 8, data + off + 8 + tlen, nullptr, false);
+  for (;;) {
+    uint8_t sh[16];
+    if (got = src.read(sh, 8); !got) return got.error();
+    if (*got == 0) break;
+    if (*got < 8) return err(off, "truncated section header");
+    if (std::memcmp(sh, kTrailer, 4) == 0) {
+      uint32_t tlen = get_u32(sh + 4);
+      if (tlen > kMaxMeta) return err(off + 4, "trailer length out of range");
+      buf.resize(tlen);
+      if (got = src.read(buf.data(), tlen); !got) return got.error();
+      if (*got < tlen) return err(off + 4, "trailer length out of range");
+      c.trailer = nlohmann::json::parse(buf.begin(), buf.end(), nullptr, false);
       if (c.trailer.is_discarded() || !c.trailer.is_object()) return err(off + 8, "trailer is not valid JSON");
-      auto& e = c.trailer["emitted"];
-      auto& d = c.trailer["dropped"];
-      if (!e.is_array() || !d.is_array()) return err(off + 8, "trailer lacks drop counters");
-      for (size_t k = 0; k < ST_EV_KIND_MAX && k < e.size() && k < d.size(); ++k) {
-        if (!e[k].is_number_unsigned() || !d[k].is_number_unsigned()) return err(off + 8, "bad counter");
-        c.drops.emitted[k] = e[k].get<uint64_t>();
-        c.drops.dropped[k] = d[k].get<uint64_t>();
+      auto e = c.trailer.find("emitted");
+      auto d = c.trailer.find("dropped");
+      if (e == c.trailer.end() || d == c.trailer.end() || !e->is_array() || !d->is_array())
+        return err(off + 8, "trailer lacks drop counters");
+      for (size_t k = 0; k < ST_EV_KIND_MAX && k < e->size() && k < d->size(); ++k) {
+        if (!(*e)[k].is_number_unsigned() || !(*d)[k].is_number_unsigned()) return err(off + 8, "bad counter");
+        c.drops.emitted[k] = (*e)[k].get<uint64_t>();
+        c.drops.dropped[k] = (*d)[k].get<uint64_t>();
+      }
+      c.trailer_records = trailer_u64(c.trailer, "records", c.warnings);
+      c.window_end_ns = trailer_u64(c.trailer, "window_end_ns", c.warnings);
+      if (auto it = c.trailer.find("end"); it != c.trailer.end()) {
+        if (it->is_string())
+          c.end = it->get<std::string>();
+        else
+          c.warnings.push_back(fmt::format("capture trailer: \"end\" is not a string ({}); ignored", it->type_name()));
       }
       off += 8 + tlen;
-      if (off != size) return err(off, "data after the trailer");
+      uint8_t extra;
+      if (got = src.read(&extra, 1); !got) return got.error();
+      if (*got != 0) return err(off, "data after the trailer");
       return c;
     }
-    if (std::memcmp(data + off, kChunk, 4) != 0) return err(off, "unknown section (expected a chunk or the trailer)");
-    if (size - off < 16) return err(off, "truncated chunk header");
-    uint32_t rlen = get_u32(data + off + 4), zlen = get_u32(data + off + 8), crc = get_u32(data + off + 12);
+    if (std::memcmp(sh, kChunk, 4) != 0) return err(off, "unknown section (expected a chunk or the trailer)");
+    if (got = src.read(sh + 8, 8); !got) return got.error();
+    if (*got < 8) return err(off, "truncated chunk header");
+    uint32_t rlen = get_u32(sh + 4), zlen = get_u32(sh + 8), crc = get_u32(sh + 12);
     if (rlen > kMaxChunk || zlen > kMaxChunk) return err(off + 4, "chunk length out of range");
-    if (size - off - 16 < zlen) {
+    if (got = read_growing(src, buf, zlen); !got) return got.error();
+    if (*got < zlen) {
       // An interrupted recording: keep the readable prefix, say so.
       c.truncated = true;
       return c;
     }
+    // deflate expands at most ~1032:1: a larger claim is corrupt (and not worth allocating).
+    if (static_cast<uint64_t>(rlen) > static_cast<uint64_t>(zlen) * 1032 + 64)
+      return err(off + 16, "chunk does not decompress");
     raw.resize(rlen);
-    uLongf got = rlen;
-    if (uncompress(raw.data(), &got, data + off + 16, zlen) != Z_OK || got != rlen)
+    uLongf out = rlen;
+    if (uncompress(raw.data(), &out, buf.data(), zlen) != Z_OK || out != rlen)
       return err(off + 16, "chunk does not decompress");
     if (static_cast<uint32_t>(crc32(0, raw.data(), rlen)) != crc) return err(off + 12, "chunk checksum mismatch");
     size_t p = 0;
@@ -192,21 +407,25 @@ Result<CaptureContents> read_capture_bytes(const uint8_t* data, size_t size,
   return c;
 }
 
+}  // namespace
+
+Result<CaptureContents> read_capture_bytes(const uint8_t* data, size_t size,
+                                           const std::function<void(const void*, size_t)>& fn) {
+  MemorySource src(data, size);
+  return read_stream(src, fn);
+}
+
 Result<CaptureContents> read_capture(const std::string& path, const std::function<void(const void*, size_t)>& fn) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return make_error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
   struct stat st {};
-  ::fstat(fd, &st);
-  std::vector<uint8_t> data(static_cast<size_t>(st.st_size));
-  size_t got = 0;
-  while (got < data.size()) {
-    ssize_t n = ::read(fd, data.data() + got, data.size() - got);
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return make_error(fmt::format("{} is a directory", path));
   }
+  FdSource src(fd);
+  auto r = read_stream(src, fn);
   ::close(fd);
-  data.resize(got);
-  auto r = read_capture_bytes(data.data(), data.size(), fn);
   if (!r) return make_error(fmt::format("{}: {}", path, r.error().message));
   return r;
 }

@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <sstream>
+#include <string_view>
 
 #include "steptrace_abi.h"
 
@@ -25,6 +26,21 @@ Result<std::vector<uint32_t>> parse_pid_csv(const std::string& s) {
   }
   if (!s.empty() && s.back() == ',') return make_error("invalid pid list: trailing comma");
   return out;
+}
+
+Result<uint64_t> parse_size(const std::string& s) {
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  std::string_view rest(p, static_cast<size_t>(s.data() + s.size() - p));
+  unsigned shift = 0;
+  if (rest == "k" || rest == "K") shift = 10;
+  else if (rest == "m" || rest == "M") shift = 20;
+  else if (rest == "g" || rest == "G") shift = 30;
+  else if (!rest.empty()) ec = std::errc::invalid_argument;
+  if (s.empty() || ec != std::errc{} || p == s.data())
+    return make_error(fmt::format("invalid size '{}' (a number of bytes, or with k, m or g: 512k, 64m, 2g)", s));
+  if (v > (UINT64_MAX >> shift)) return make_error(fmt::format("size '{}' is too large", s));
+  return v << shift;
 }
 
 Result<uint32_t> parse_subsystems(const std::string& s) {
@@ -119,6 +135,7 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   std::string collectors = "all";
   std::vector<std::string> accel, rdma;
   std::string pid_csv;
+  std::string max_size;
 
   CLI::App app{"steptrace: why is each training step as slow as it is?"};
   app.set_version_flag("--version", "steptrace 0.1.0");
@@ -145,7 +162,13 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
       "record", "Record raw events to a capture file: record -o FILE [-p PID|--cgroup P|--all|-- CMD...]");
   add_trace_flags(record, o, collectors, accel, rdma);
   add_job_flags(record, o);
-  record->add_option("-o,--output", o.record_path, "Capture file to write (mode 0600)")->required();
+  record->add_option("-o,--output", o.record_path,
+                     "Capture file to write (mode 0600); an existing file is refused unless --force")
+      ->required();
+  record->add_option("--max-size", max_size,
+                     "Stop recording before the capture file would pass SIZE bytes (suffix k, m or g: 512m, 2g); "
+                     "the capture keeps its complete chunks and trailer, the report is marked INCOMPLETE")
+      ->type_name("SIZE");
   record->add_option("-p,--pid", pid_csv, "PID[,PID...] (children are followed)");
   record->add_option("--cgroup", o.target.cgroup_path, "cgroup v2 directory");
   record->add_flag("--all", o.target.all, "Every process on the host");
@@ -205,6 +228,12 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
       auto pids = parse_pid_csv(pid_csv);
       if (!pids) return pids.error();
       o.target.pids = *pids;
+    }
+    if (!max_size.empty()) {
+      auto b = parse_size(max_size);
+      if (!b) return make_error("--max-size: " + b.error().message);
+      if (*b == 0) return make_error("--max-size: must be more than 0");
+      o.max_capture_bytes = *b;
     }
   } else if (report->parsed()) {
     o.command = CommandKind::report;

@@ -48,6 +48,7 @@ struct Options {
   bool no_color = false;                 // --no-color (colour is used only on a TTY anyway)
   double top_interval_s = 1.0;           // top: refresh interval
   std::string record_path;               // record -o FILE: raw events to a capture file
+  uint64_t max_capture_bytes = 0;        // record --max-size: 0 = no cap
   std::string capture_path;              // report FILE
   int verbose = 0;
 };
@@ -58,6 +59,8 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
 
 // "1,2,3" -> {1,2,3}; rejects empty items, zero and non-numbers.
 Result<std::vector<uint32_t>> parse_pid_csv(const std::string& s);
+// "512k", "64m", "2g" (powers of 1024; a plain number is bytes) -> bytes.
+Result<uint64_t> parse_size(const std::string& s);
 // "sched,block" -> bits; "all" -> everything.
 Result<uint32_t> parse_subsystems(const std::string& s);
 

@@ -51,18 +51,20 @@ Status FlightRecorder::dump(const std::string& path, const nlohmann::json& meta,
                             uint64_t end_ns) const {
   auto w = CaptureWriter::create(path, meta);
   if (!w) return w.error();
-  uint64_t n = 0;
   for (const auto& b : blocks_) {
     size_t off = 0;
     while (off + 4 <= b.data.size()) {
       uint32_t l;
       std::memcpy(&l, b.data.data() + off, 4);
-      if (auto s = (*w)->append(b.data.data() + off + 4, l); !s) return s;
+      if (auto s = (*w)->append(b.data.data() + off + 4, l); !s) {
+        // A full disk: keep what was written, with its trailer, and report the failure.
+        (void)(*w)->close(drops, end_ns);
+        return s;
+      }
       off += 4 + l;
-      ++n;
     }
   }
-  return (*w)->close(drops, n, end_ns);
+  return (*w)->close(drops, end_ns);
 }
 
 }  // namespace steptrace::daemon

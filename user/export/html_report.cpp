@@ -170,9 +170,12 @@ std::string html_report(const SessionReport& r) {
                    r.drops.total_dropped(), job.ranks.size());
   o += fmt::format("<div class=\"verdict\" id=\"verdict\">{}</div>\n",
                    html_escape(v.headline.empty() ? "no verdict" : v.headline));
-  if (r.incomplete())
+  if (r.drops.total_dropped() > 0)
     o += fmt::format("<p class=\"incomplete\" id=\"incomplete\">INCOMPLETE: the kernel dropped {} events</p>\n",
                      r.drops.total_dropped());
+  if (!r.capture_end.empty())
+    o += fmt::format("<p class=\"incomplete\" id=\"capture-end\">INCOMPLETE: the capture ended early ({})</p>\n",
+                     html_escape(r.capture_end));
   if (!v.recommendation.empty())
     o += fmt::format("<p>Confidence {:.0f}%. {}</p>\n", 100 * v.confidence, html_escape(v.recommendation));
 

@@ -184,6 +184,7 @@ json perfetto_trace(const SessionReport& r, const PerfettoOptions& opt) {
                {"verdict_category", std::string(category_name(job.verdict.category))},
                {"straggler_rank", job.verdict.straggler_rank},
                {"incomplete", r.incomplete()},
+               {"capture_end", r.capture_end},
                {"records", r.records},
                {"window_start_ns", r.window_start_ns},
                {"window_end_ns", r.window_end_ns},

@@ -142,9 +142,13 @@ std::string format_report_text(const SessionReport& r, const TextStyle& style) {
   o += paint(wrapped, job.ranks.empty() ? "1" : "1;33") + "\n";
   if (!job.ranks.empty() && !v.recommendation.empty())
     o += wrap(fmt::format("  confidence {:.0f}% -> ", 100 * v.confidence), v.recommendation, "     ");
-  if (r.incomplete())
+  if (r.drops.total_dropped() > 0)
     o += paint(fit(fmt::format("  INCOMPLETE: the kernel dropped {} events; shares may be off",
                                r.drops.total_dropped())),
+               "1;31") +
+         "\n";
+  if (!r.capture_end.empty())
+    o += paint(fit(fmt::format("  INCOMPLETE: the capture ended early ({})", r.capture_end)),
                "1;31") +
          "\n";
 
@@ -261,7 +265,10 @@ std::string format_report_text(const SessionReport& r, const TextStyle& style) {
   // 6. Footer: events, drops per class, the tracer's own cost.
   o += "\n" + paint("Events and overhead", "1") + "\n";
   std::string footer = fmt::format("steptrace: {:.2f} s traced, {} records, {} dropped{}", r.wall_s, r.records,
-                                   r.drops.total_dropped(), r.incomplete() ? " (INCOMPLETE: events were lost)" : "");
+                                   r.drops.total_dropped(),
+                                   r.drops.total_dropped() > 0 ? " (INCOMPLETE: events were lost)"
+                                   : r.incomplete()            ? " (INCOMPLETE: the capture ended early)"
+                                                               : "");
   o += paint(fit(footer), r.incomplete() ? "31" : "0") + "\n";
   std::string kinds;
   for (int k = 1; k < ST_EV_KIND_MAX; ++k) {

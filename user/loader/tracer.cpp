@@ -21,16 +21,7 @@ uint32_t kernel_dev_from_user(uint64_t st_dev) {
   return (static_cast<uint32_t>(major(st_dev)) << 20) | static_cast<uint32_t>(minor(st_dev));
 }
 
-uint64_t DropStats::total_emitted() const {
-  uint64_t t = 0;
-  for (auto v : emitted) t += v;
-  return t;
-}
-uint64_t DropStats::total_dropped() const {
-  uint64_t t = 0;
-  for (auto v : dropped) t += v;
-  return t;
-}
+// DropStats' totals are in drop_stats.cpp: replay and the report fuzzer use them without libbpf.
 
 void BpfTracer::SkelDeleter::operator()(steptrace_bpf* s) const { steptrace_bpf__destroy(s); }
 

@@ -102,7 +102,8 @@ std::string format_job_text(const JobAnalysis& job) {
 std::string format_summary_text(const SessionReport& r) {
   std::string o = format_job_text(r.job);
   o += fmt::format("\nsteptrace: {:.2f} s traced, {} records, {} dropped{}\n", r.wall_s, r.records,
-                   r.drops.total_dropped(), r.incomplete() ? " (INCOMPLETE: events were lost)" : "");
+                   r.drops.total_dropped(), r.drops.total_dropped() > 0 ? " (INCOMPLETE: events were lost)" : "");
+  if (!r.capture_end.empty()) o += fmt::format("INCOMPLETE: the capture ended early ({})\n", r.capture_end);
   o += "\nThreads (ms)\n";
   o += fmt::format("{:>7} {:>7} {:<16} {:>9} {:>9} {:>9} {:>9} {:>6} {:>7}  {}\n", "PID", "TID", "COMM", "ON-CPU",
                    "RUNNABLE", "SLEEP", "D-WAIT", "PREEMPT", "YIELDS", "TOP WAKER");
@@ -243,6 +244,7 @@ nlohmann::json summary_json(const SessionReport& r) {
   j["window"] = {{"start_ns", r.window_start_ns}, {"end_ns", r.window_end_ns}, {"wall_s", r.wall_s}};
   j["records"] = r.records;
   j["incomplete"] = r.incomplete();
+  if (!r.capture_end.empty()) j["capture_end"] = r.capture_end;
   j["job_exit_code"] = r.job_exit_code;
   if (!r.job_outcome.empty()) j["job_outcome"] = r.job_outcome;
   if (!r.end_reason.empty()) j["end_reason"] = r.end_reason;

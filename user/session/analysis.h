@@ -55,7 +55,19 @@ struct SessionReport {
   int job_exit_code = -1;  // run: the job's exit status
   std::string job_outcome;  // run: how the job ended ("exited 0 (after the stop request)", ...)
   std::string end_reason;   // why tracing ended: "job exited", "duration", "signal SIGINT", "quit", ...
-  bool incomplete() const { return drops.total_dropped() > 0; }
+  // record/report: how the capture ended when not complete ("max_size",
+  // "write_error: <strerror>", "cut short: no trailer"...); empty otherwise.
+  std::string capture_end;
+  // record: the capture could not be written in full (steptrace exits non-zero).
+  std::string capture_error;
+  bool incomplete() const { return drops.total_dropped() > 0 || !capture_end.empty(); }
 };
+
+// A capture that did not end complete: the verdict covers only what it holds.
+inline void mark_capture_end(SessionReport& r) {
+  if (r.capture_end.empty()) return;
+  r.job.verdict.incomplete = true;
+  r.job.verdict.evidence.push_back("INCOMPLETE: the capture ended early (" + r.capture_end + ")");
+}
 
 }  // namespace steptrace

@@ -1,17 +1,38 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <fmt/core.h>
+
+#include <functional>
+#include <limits>
+
 #include "capture/capture_file.h"
 #include "capture/reorder.h"
 #include "decode/decoder.h"
 #include "session/session.h"
 
 namespace steptrace {
+namespace {
 
-Result<SessionReport> replay_capture(const std::string& path) {
+// A metadata field of the wrong JSON type (or out of range) is ignored with a
+// warning: the records are what the report is made of.
+template <typename T>
+T meta_uint(const nlohmann::json& m, const char* key, T fallback, std::vector<std::string>& warnings) {
+  auto it = m.find(key);
+  if (it == m.end()) return fallback;
+  if (it->is_number_unsigned() && it->get<uint64_t>() <= std::numeric_limits<T>::max()) return it->get<T>();
+  warnings.push_back(fmt::format("capture metadata: \"{}\" is not an unsigned integer{} ({}); ignored", key,
+                                 sizeof(T) < 8 ? " below 2^32" : "", it->type_name()));
+  return fallback;
+}
+
+using RecordFn = std::function<void(const void*, size_t)>;
+
+Result<SessionReport> replay(const std::function<Result<CaptureContents>(const RecordFn&)>& read) {
   SessionReport r;
   Decoder decoder;
   Reorderer reorder;
   uint64_t last_ts = 0;
-  auto c = read_capture(path, [&](const void* d, size_t n) {
+  // Records go through decode -> reorder -> analysis as each chunk is read.
+  auto c = read([&](const void* d, size_t n) {
     ++r.records;
     if (auto ev = decoder.decode(d, n)) {
       last_ts = std::max<uint64_t>(last_ts, header_of(*ev).ts_ns);
@@ -21,22 +42,47 @@ Result<SessionReport> replay_capture(const std::string& path) {
   });
   if (!c) return c.error();
   reorder.flush([&](const Event& e) { r.analysis.on_event(e); });
-  const auto& m = c->meta;
-  r.window_start_ns = m.value("window_start_ns", uint64_t{0});
-  r.window_end_ns = c->trailer.is_object() ? c->trailer.value("window_end_ns", last_ts) : last_ts;
-  if (r.window_end_ns < last_ts) r.window_end_ns = last_ts;
+  const auto& m = c->meta;  // an object (read_capture checks)
+  r.warnings = c->warnings;
+  r.window_start_ns = meta_uint<uint64_t>(m, "window_start_ns", 0, r.warnings);
+  r.window_end_ns = std::max(c->window_end_ns.value_or(last_ts), last_ts);
   r.decode = decoder.stats();
   r.late_records = reorder.late();
   r.drops = c->drops;
   r.job = r.analysis.finish(r.window_end_ns, r.drops);
-  r.ring_mib = m.value("ring_mib", 0u);
-  r.drain_ms = m.value("drain_ms", 0u);
+  r.ring_mib = meta_uint<uint32_t>(m, "ring_mib", 0, r.warnings);
+  r.drain_ms = meta_uint<uint32_t>(m, "drain_ms", 0, r.warnings);
   r.wall_s = r.window_end_ns > r.window_start_ns ? static_cast<double>(r.window_end_ns - r.window_start_ns) / 1e9 : 0;
-  if (m.contains("attach_tiers") && m["attach_tiers"].is_object())
-    for (auto it = m["attach_tiers"].begin(); it != m["attach_tiers"].end(); ++it)
-      if (it.value().is_string()) r.tiers.push_back({it.key(), it.value().get<std::string>()});
-  if (c->truncated) r.warnings.push_back("capture was cut short (no trailer): drop counters unknown");
+  if (auto it = m.find("attach_tiers"); it != m.end()) {
+    if (it->is_object()) {
+      for (auto t = it->begin(); t != it->end(); ++t)
+        if (t.value().is_string()) r.tiers.push_back({t.key(), t.value().get<std::string>()});
+    } else {
+      r.warnings.push_back(fmt::format("capture metadata: \"attach_tiers\" is not an object ({}); ignored",
+                                       it->type_name()));
+    }
+  }
+  // How the recording ended: anything but a complete recording marks the report INCOMPLETE.
+  if (c->truncated) {
+    r.warnings.push_back("capture was cut short (no trailer): drop counters unknown");
+    r.capture_end = "cut short: no trailer";
+  } else if (!c->end.empty() && c->end != kCaptureComplete) {
+    r.capture_end = c->end;
+  } else if (c->trailer_records && *c->trailer_records != c->records) {
+    r.capture_end = fmt::format("the trailer counts {} records, the file holds {}", *c->trailer_records, c->records);
+  }
+  mark_capture_end(r);
   return r;
+}
+
+}  // namespace
+
+Result<SessionReport> replay_capture(const std::string& path) {
+  return replay([&](const RecordFn& fn) { return read_capture(path, fn); });
+}
+
+Result<SessionReport> replay_capture_bytes(const uint8_t* data, size_t size) {
+  return replay([&](const RecordFn& fn) { return read_capture_bytes(data, size, fn); });
 }
 
 }  // namespace steptrace

@@ -139,6 +139,9 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   s->opts_ = o;
   s->root_ = root;
   s->features_ = probe_features(o.btf_path);
+  // record: refuse an existing capture file before anything is loaded.
+  if (!o.record_path.empty())
+    if (auto st = check_capture_path(o.record_path, o.force); !st) return st.error();
 
   // Preflight: refuse early with the actionable reason.
   auto lockdown = read_small_file("/sys/kernel/security/lockdown");
@@ -246,7 +249,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   s->start_mono_ns_ = monotonic_ns();
   s->start_cpu_s_ = process_cpu_s();
   if (!o.record_path.empty()) {
-    auto w = CaptureWriter::create(o.record_path, s->capture_meta());
+    auto w = CaptureWriter::create(o.record_path, s->capture_meta(), {o.max_capture_bytes, o.force});
     if (!w) return w.error();
     s->writer_ = std::move(*w);
   }
@@ -315,8 +318,13 @@ void Session::on_record(const void* data, size_t len) {
   }
   if (writer_ && !write_failed_) {
     if (auto st = writer_->append(data, len); !st) {
+      // The writer stopped (--max-size, or a failed write): one line now;
+      // run_loop ends the session as at the end of -d.
       write_failed_ = true;
-      report_.warnings.push_back(st.error().message);
+      if (writer_->end_reason() == "max_size")
+        log::warn("{}", st.error().message);
+      else
+        log::error("{}", st.error().message);
     }
   }
   if (auto ev = decoder_.decode(data, len)) reorder_.push(*ev);
@@ -348,6 +356,9 @@ Status Session::run_loop(std::atomic<int>* signal) {
     std::this_thread::sleep_for(std::chrono::milliseconds(watch_devs ? 1u : opts_.drain_ms));
     if (auto s = poll(); !s) return s;
     if (int sig = signal ? signal->exchange(0) : 0) request_stop(sig, "signal " + signal_name(sig));
+    // Recording stopped (--max-size, a full disk): nothing more would be kept,
+    // so the session ends as at the end of -d.
+    if (write_failed_) request_stop(SIGTERM, writer_->end_reason() == "max_size" ? "max_size" : "capture write error");
     if (done()) break;
   }
   return Ok{};
@@ -383,7 +394,25 @@ Result<SessionReport> Session::finish() {
   report_.job = report_.analysis.finish(end, report_.drops);
   report_.analysis.device_signals = nullptr;  // the sampler's data stays with the session
   if (writer_) {
-    if (auto st = writer_->close(report_.drops, report_.records, end); !st) return st.error();
+    // Whatever happened to the file, the report is still printed: marked
+    // INCOMPLETE with the reason, and a write failure makes the exit non-zero.
+    // A hang-up (an ssh session that went away) is not how a recording is
+    // meant to end: the capture says so and the exit is non-zero. SIGINT and
+    // SIGTERM are the usual ways to stop one.
+    const bool hangup = end_reason_ == "signal SIGHUP";
+    auto st = writer_->close(report_.drops, end, hangup ? end_reason_ : std::string(kCaptureComplete));
+    std::string how = writer_->stopped() ? std::string(writer_->end_reason())
+                      : hangup           ? end_reason_
+                                         : std::string(kCaptureComplete);
+    if (how != kCaptureComplete) report_.capture_end = how;
+    if (writer_->stopped() && how != "max_size") report_.capture_error = how;
+    if (hangup && !writer_->stopped()) report_.capture_error = "recording interrupted by SIGHUP";
+    if (!st) {
+      log::error("{}", st.error().message);
+      report_.capture_error = st.error().message;
+      if (report_.capture_end.empty()) report_.capture_end = st.error().message;
+    }
+    mark_capture_end(report_);
   }
   report_.tracer_cpu_s = process_cpu_s() - start_cpu_s_;
   report_.wall_s = static_cast<double>(end - start_mono_ns_) / 1e9;

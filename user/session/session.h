@@ -74,7 +74,7 @@ class Session {
   std::optional<JobControl> job_;
   bool stop_requested_ = false;   // attach mode (no job), or --keep-running
   bool duration_over_ = false;
-  std::string end_reason_;
+  std::string end_reason_;         // why tracing ended ("duration", "signal SIGINT"...): report and trailer
   std::unique_ptr<CaptureWriter> writer_;
   bool write_failed_ = false;
   Decoder decoder_;
@@ -97,5 +97,7 @@ std::vector<std::string> resolve_needed_libs(const std::string& cmd);
 
 // `steptrace report FILE`: the same decode -> reorder -> analysis over a capture.
 Result<SessionReport> replay_capture(const std::string& path);
+// Same, over capture bytes in memory (the report fuzzer).
+Result<SessionReport> replay_capture_bytes(const uint8_t* data, size_t size);
 
 }  // namespace steptrace
