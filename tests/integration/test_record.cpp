@@ -252,3 +252,28 @@ TEST_CASE("report: wrong-typed metadata is one clear line or a warning, never an
   CHECK(j["incomplete"] == false);
   CHECK_FALSE(j.contains("capture_end"));
 }
+
+TEST_CASE("record: a hang-up (SIGHUP) closes the capture with a trailer that says so, INCOMPLETE, exit 1",
+          "[root][record]") {
+  TempDir d;
+  const std::string cap = d.path + "/hup.cap";
+  // An ssh session that goes away: SIGHUP to steptrace, 1.5 s into the recording.
+  auto r = sh(fmt::format("({} 2000000000 & p=$!; {} record -p $p --collectors sched -d 30 -o {} & s=$!; "
+                          "sleep 1.5; kill -HUP $s; wait $s; rc=$?; kill $p; wait $p 2>/dev/null; exit $rc)",
+                          PINGPONG_BIN, kBin, cap));
+  INFO(r.out);
+  CHECK(r.rc == 1);
+  CHECK(r.seconds < 20);
+  CHECK(has(r.out, "tracing ended: signal SIGHUP"));
+  CHECK(has(r.out, "INCOMPLETE: the capture ended early (signal SIGHUP)"));
+  auto rp = replay_file(cap);
+  REQUIRE(rp.contents.ok());
+  CHECK_FALSE(rp.contents->truncated);  // the trailer was written
+  CHECK(rp.contents->end == "signal SIGHUP");
+  CHECK(rp.records > 0);
+  CHECK(*rp.contents->trailer_records == rp.records);
+  auto rep = sh(kBin + " report " + cap);
+  CHECK(rep.rc == 0);
+  CHECK(has(rep.out, "INCOMPLETE"));
+  CHECK(has(rep.out, "signal SIGHUP"));
+}
