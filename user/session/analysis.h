@@ -53,7 +53,8 @@ struct SessionReport {
   double wall_s = 0;
   uint32_t ring_mib = 0, drain_ms = 0;
   int job_exit_code = -1;  // run: the job's exit status
-  bool incomplete() const { return drops.total_dropped() > 0; }
+  // Events dropped, or traced work left unattributed by a loss.
+  bool incomplete() const { return drops.incomplete(); }
 };
 
 }  // namespace steptrace

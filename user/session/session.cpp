@@ -150,6 +150,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   ts.ring_bytes = static_cast<uint64_t>(o.ring_mib) << 20;
   ts.btf_path = o.btf_path;
   ts.allow_kprobes = o.allow_kprobes;
+  ts.max_targets = o.max_targets;
   s->dev_files_ = DevFileSet(o.accel_devs, o.rdma_devs);
   ts.n_accel_devs = s->dev_files_.size();
   ts.neuron_major = root.char_major("neuron").value_or(0);
