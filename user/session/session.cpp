@@ -306,7 +306,11 @@ Status Session::poll() {
     std::vector<uint32_t> pids;
     for (const auto& [tid, t] : report_.analysis.threads.threads())
       if (t.pid == tid) pids.push_back(t.pid);
-    signals_->tick(monotonic_ns(), pids);
+    // Processes that drove an accelerator are the ones with a datastore: served first.
+    std::set<uint32_t> accel;
+    for (const auto& [tid_cmd, agg] : report_.analysis.collectors.accel_by_tid_cmd)
+      if (const ThreadInfo* t = report_.analysis.threads.find(tid_cmd.first)) accel.insert(t->pid);
+    signals_->tick(monotonic_ns(), pids, accel);
   }
   return Ok{};
 }
