@@ -598,6 +598,8 @@ TEST_CASE("daemon: at level aggregated the per-process CPU and run-queue counter
   CHECK(d.metric("steptrace_detail_windows_total", {"detail=\"off\""}) >= 5);
   // The exited process's key is evicted and its series dropped (kept 10 s).
   CHECK(until([&] { return !metric_value(d.metrics(), "steptrace_process_cpu_seconds_total", {pid_label}); }, 20));
+  // Keys the daemon deleted itself (the process exited) are not evictions.
+  CHECK(d.metric("steptrace_bpf_losses_total", {"kind=\"agg_evicted\""}) == 0);
   CHECK(d.proc.running());
   std::system(("rm -rf '" + devdir + "'").c_str());
 }

@@ -46,6 +46,7 @@ struct Options {
   std::string capture_path;              // report FILE
   int verbose = 0;
   uint32_t max_targets = 0;              // tests only (no flag): entries of the BPF target set, 0 = default
+  uint32_t max_socks = 0;                // tests only (no flag): entries of the BPF socket LRU, 0 = default
 };
 
 // argv[0] included. On --help/--version, returns an Error whose message is

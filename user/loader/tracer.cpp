@@ -141,6 +141,8 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
 
   if (settings_.max_targets && bpf_map__set_max_entries(skel_->maps.st_targets, settings_.max_targets))
     return make_error("cannot size the target map");
+  if (settings_.max_socks && bpf_map__set_max_entries(skel_->maps.st_socks, settings_.max_socks))
+    return make_error("cannot size the socket map");
   if (bpf_map__set_max_entries(skel_->maps.st_proc_agg_map, std::max<uint32_t>(settings_.agg_processes, 1)))
     return make_error("cannot size the aggregation map");
   if (bpf_map__set_max_entries(skel_->maps.st_events, static_cast<uint32_t>(settings_.ring_bytes)))

@@ -41,6 +41,8 @@ struct TracerSettings {
   // Entries of the target set (st_targets); 0 = ST_MAX_TARGETS. Tests shrink
   // it to fill it with a few processes.
   uint32_t max_targets = 0;
+  // Entries of the socket owner LRU (st_socks); 0 = ST_MAX_SOCKS. Tests shrink it to make it evict.
+  uint32_t max_socks = 0;
 };
 
 // Whether a loss kind could be measured in this session.

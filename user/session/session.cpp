@@ -151,6 +151,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   ts.btf_path = o.btf_path;
   ts.allow_kprobes = o.allow_kprobes;
   ts.max_targets = o.max_targets;
+  ts.max_socks = o.max_socks;
   s->dev_files_ = DevFileSet(o.accel_devs, o.rdma_devs);
   ts.n_accel_devs = s->dev_files_.size();
   ts.neuron_major = root.char_major("neuron").value_or(0);
