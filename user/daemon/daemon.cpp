@@ -977,14 +977,13 @@ void Daemon::render_metrics() {
   x.family("steptrace_bpf_losses_total", "counter",
            "State the BPF collectors could not keep (full or evicting maps, missed kretprobes, processes the target "
            "set refused), per kind; see steptrace_bpf_loss_measurable");
+  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k)
+    x.sample("steptrace_bpf_losses_total", H({{"kind", std::string(loss_name(k))}}), static_cast<double>(d.losses[k]));
   x.family("steptrace_bpf_loss_measurable", "gauge",
            "0 when this kernel cannot measure a loss kind (kretprobe misses before 6.7): its counter stays 0");
-  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k) {
-    auto l = H({{"kind", std::string(loss_name(k))}});
-    x.sample("steptrace_bpf_losses_total", l, static_cast<double>(d.losses[k]));
-    x.sample("steptrace_bpf_loss_measurable", l,
+  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k)
+    x.sample("steptrace_bpf_loss_measurable", H({{"kind", std::string(loss_name(k))}}),
              k == ST_LOSS_KRETPROBE_MISSED && d.kretprobe == LossMeasure::not_measurable ? 0 : 1);
-  }
   x.family("steptrace_target_add_failures_total", "counter",
            "Processes to trace that the kernel's target set refused, by cause (map_full: ST_MAX_TARGETS reached)");
   for (const char* c : {"map_full", "error"})
