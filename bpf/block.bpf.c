@@ -8,14 +8,15 @@
  * context, so the request carries its owner in st_rq until then.
  */
 #include "common.bpf.h"
+#include "rq_track.h"
 
-struct st_rq_state {
-	__u64 insert_ts;
-	__u64 issue_ts;
-	__u32 pid;
-	__u32 tid;
-};
-
+/*
+ * Requests of target tasks from insert/issue to completion (rq_track.h has
+ * the rules that keep a reused request address from inheriting an owner).
+ * A plain hash: a target's request that finds it full is counted
+ * (ST_LOSS_BLOCK_RQ), never silently missing; entries leave at completion,
+ * merge, or when the next request at their address replaces them.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, ST_MAX_INFLIGHT_RQ);
@@ -33,26 +34,32 @@ static __always_inline int st_rq_begin(struct request *rq, bool issue)
 {
 	__u64 key = (__u64)rq;
 	__u64 id = bpf_get_current_pid_tgid();
-	__u64 now = bpf_ktime_get_ns();
-	struct st_rq_state *st, init = {};
+	struct st_rq_state *st, next = {};
+	int stale = 0, target;
 
 	if (!(st_cfg.enabled & ST_SUB_BLOCK))
 		return 0;
 	st = bpf_map_lookup_elem(&st_rq, &key);
-	if (st) {
-		if (issue)
-			st->issue_ts = now;
+	/* Most requests are not a target's and have no entry: no filter, no clock. */
+	target = st_current_is_target();
+	if (!st && !target)
 		return 0;
+	switch (st_rq_step(st, issue, target, id >> 32, (__u32)id, bpf_ktime_get_ns(), &next, &stale)) {
+	case ST_RQA_CONTINUE:
+		*st = next;
+		break;
+	case ST_RQA_START:
+		if (bpf_map_update_elem(&st_rq, &key, &next, BPF_ANY))
+			st_count_loss(ST_LOSS_BLOCK_RQ);
+		break;
+	case ST_RQA_FORGET:
+		bpf_map_delete_elem(&st_rq, &key);
+		break;
+	default:
+		break;
 	}
-	if (!st_current_is_target())
-		return 0;
-	init.pid = id >> 32;
-	init.tid = (__u32)id;
-	if (issue)
-		init.issue_ts = now;
-	else
-		init.insert_ts = now;
-	bpf_map_update_elem(&st_rq, &key, &init, BPF_ANY);
+	if (stale)
+		st_count_ledger(ST_LEDGER_RQ_STALE);
 	return 0;
 }
 
@@ -66,6 +73,28 @@ SEC("tp_btf/block_rq_issue")
 int BPF_PROG(st_block_rq_issue, struct request *rq)
 {
 	return st_rq_begin(rq, true);
+}
+
+/* Busy driver: the request goes back and is inserted or issued again. */
+SEC("tp_btf/block_rq_requeue")
+int BPF_PROG(st_block_rq_requeue, struct request *rq)
+{
+	__u64 key = (__u64)rq;
+	struct st_rq_state *st = bpf_map_lookup_elem(&st_rq, &key);
+
+	if (st)
+		st_rq_requeued(st);
+	return 0;
+}
+
+/* `rq` was merged into another request and is freed without completing. */
+SEC("tp_btf/block_rq_merge")
+int BPF_PROG(st_block_rq_merge, struct request *rq)
+{
+	__u64 key = (__u64)rq;
+
+	bpf_map_delete_elem(&st_rq, &key);
+	return 0;
 }
 
 SEC("tp_btf/block_rq_complete")

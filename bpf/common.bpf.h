@@ -51,6 +51,14 @@ struct {
 	__type(value, struct st_stats);
 } st_stats_map SEC(".maps") __weak;
 
+/* Per-CPU losses (struct st_losses): state a collector could not keep. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct st_losses);
+} st_loss_map SEC(".maps") __weak;
+
 /* Traced tgids: seeded by userspace, grown at fork, pruned at group exit. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -208,7 +216,36 @@ static __always_inline void st_submit(void *rec)
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 }
 
-/* This CPU's counters of process `tgid`, created on first use; NULL if the map refuses. */
+static __always_inline struct st_losses *st_losses(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&st_loss_map, &zero);
+}
+
+static __always_inline void st_count_loss(__u32 kind)
+{
+	struct st_losses *l = st_losses();
+
+	if (l && kind < ST_LOSS_KIND_MAX)
+		l->lost[kind]++;
+}
+
+static __always_inline void st_count_ledger(__u32 slot)
+{
+	struct st_losses *l = st_losses();
+
+	if (l && slot < ST_LEDGER_MAX)
+		l->ledger[slot]++;
+}
+
+/*
+ * This CPU's counters of process `tgid`, created on first use; NULL if the
+ * map refuses. An LRU map evicts the least recently used process to make
+ * room, silently: new keys are counted (ST_LEDGER_AGG_ADDED) and userspace
+ * derives the evictions from added - deleted by it - still present. What it
+ * cannot know is which process lost which counts.
+ */
 static __always_inline struct st_proc_agg *st_proc_agg_get(__u32 tgid)
 {
 	struct st_proc_agg *a = bpf_map_lookup_elem(&st_proc_agg_map, &tgid);
@@ -216,8 +253,13 @@ static __always_inline struct st_proc_agg *st_proc_agg_get(__u32 tgid)
 
 	if (a)
 		return a;
-	bpf_map_update_elem(&st_proc_agg_map, &tgid, &zero, BPF_NOEXIST);
-	return bpf_map_lookup_elem(&st_proc_agg_map, &tgid);
+	/* -EEXIST: another CPU created it first (not counted twice). */
+	if (bpf_map_update_elem(&st_proc_agg_map, &tgid, &zero, BPF_NOEXIST) == 0)
+		st_count_ledger(ST_LEDGER_AGG_ADDED);
+	a = bpf_map_lookup_elem(&st_proc_agg_map, &tgid);
+	if (!a)
+		st_count_loss(ST_LOSS_AGG_EVICTED);
+	return a;
 }
 
 static __always_inline struct st_task_state *st_task_state_get(struct task_struct *t, bool create)

@@ -21,7 +21,19 @@
 #define ST_IPPROTO_TCP 6
 #define ST_TCP_CLOSE 7
 
-/* Sockets of target tasks, so softirq-side events can be attributed. */
+/*
+ * Sockets of target tasks, so softirq-side events can be attributed. An LRU:
+ * when full it evicts the least recently used socket rather than refuse new
+ * ones, and says nothing. Evictions are counted the only way they can be:
+ * new keys (ST_LEDGER_SOCK_ADDED) less keys deleted at TCP_CLOSE
+ * (ST_LEDGER_SOCK_REMOVED) less keys still present (userspace counts them),
+ * reported as ST_LOSS_SOCK_EVICTED. What cannot be counted: which socket was
+ * evicted, and how many of its retransmits and state changes were then
+ * missed (once evicted, nothing marks the socket as a target's). Every TCP
+ * socket ends in TCP_CLOSE, so a key that is gone and not deleted there was
+ * evicted; without the inet_sock_set_state program (kernels lacking it) the
+ * count also includes sockets that closed unseen.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, ST_MAX_SOCKS);
@@ -76,7 +88,7 @@ static __always_inline int st_net_xfer(struct sock *sk, int ret, __u32 dir, __u6
 	struct st_task_state *ts;
 	struct st_net_xfer *e;
 	__u64 now, sock_id = (__u64)sk;
-	__u32 tgid;
+	__u32 tgid, *owner;
 
 	if (!(st_cfg.enabled & ST_SUB_NET))
 		return 0;
@@ -86,7 +98,13 @@ static __always_inline int st_net_xfer(struct sock *sk, int ret, __u32 dir, __u6
 		return 0;
 	now = bpf_ktime_get_ns();
 	tgid = bpf_get_current_pid_tgid() >> 32;
-	bpf_map_update_elem(&st_socks, &sock_id, &tgid, BPF_ANY);
+	owner = bpf_map_lookup_elem(&st_socks, &sock_id);
+	if (owner) {
+		if (*owner != tgid)
+			*owner = tgid; /* passed to another process */
+	} else if (bpf_map_update_elem(&st_socks, &sock_id, &tgid, BPF_NOEXIST) == 0) {
+		st_count_ledger(ST_LEDGER_SOCK_ADDED);
+	}
 	if (st_aggregate) {
 		struct st_proc_agg *agg = st_proc_agg_get(tgid);
 
@@ -233,7 +251,8 @@ int BPF_PROG(st_inet_sock_set_state, struct sock *sk, int oldstate, int newstate
 		/* connect()/listen()/accept-side transitions run in the owner's context. */
 		if (!st_current_is_target())
 			return 0;
-		bpf_map_update_elem(&st_socks, &sock_id, &tgid, BPF_ANY);
+		if (bpf_map_update_elem(&st_socks, &sock_id, &tgid, BPF_NOEXIST) == 0)
+			st_count_ledger(ST_LEDGER_SOCK_ADDED);
 	}
 	/* Detail off: the owner bookkeeping above and below still runs. */
 	e = st_detail ? st_reserve_for(sizeof(*e), ST_EV_TCP_STATE, tgid, 0, bpf_ktime_get_ns()) : NULL;
@@ -244,7 +263,7 @@ int BPF_PROG(st_inet_sock_set_state, struct sock *sk, int oldstate, int newstate
 		e->new_state = newstate;
 		st_submit(e);
 	}
-	if (newstate == ST_TCP_CLOSE)
-		bpf_map_delete_elem(&st_socks, &sock_id);
+	if (newstate == ST_TCP_CLOSE && bpf_map_delete_elem(&st_socks, &sock_id) == 0)
+		st_count_ledger(ST_LEDGER_SOCK_REMOVED);
 	return 0;
 }

@@ -151,9 +151,11 @@ int BPF_PROG(st_sched_process_fork, struct task_struct *parent, struct task_stru
 
 	if (!st_task_is_target(parent))
 		return 0;
-	/* Follow the job's process tree: a new process of a target is a target. */
-	if (st_cfg.filter_mode != ST_FILTER_ALL && st_cfg.follow_forks && child_tgid == child->pid)
-		bpf_map_update_elem(&st_targets, &child_tgid, &one, BPF_ANY);
+	/* Follow the job's process tree: a new process of a target is a target.
+	 * A full map (-E2BIG) loses the child and all it will fork: counted. */
+	if (st_cfg.filter_mode != ST_FILTER_ALL && st_cfg.follow_forks && child_tgid == child->pid &&
+	    bpf_map_update_elem(&st_targets, &child_tgid, &one, BPF_ANY))
+		st_count_loss(ST_LOSS_FORK_TARGET);
 
 	e = st_reserve_for(sizeof(*e), ST_EV_TASK_NEW, parent->tgid, parent->pid, bpf_ktime_get_ns());
 	if (!e)

@@ -290,6 +290,53 @@ struct st_stats {
 	__u64 dropped[ST_EV_KIND_MAX];  /* ring buffer full at reserve */
 };
 
+/*
+ * Losses: state a collector could not keep, so that events, or the task they
+ * belong to, are missing. Not records (no ST_ABI_VERSION bump): one per-CPU
+ * struct st_losses in st_loss_map, summed over CPUs by userspace and reported
+ * next to the ring-buffer drops. Kinds are append-only; capture trailers and
+ * reports name them (loader/tracer.cpp loss_name), never number them.
+ * Some slots are filled by userspace only (marked so): the report treats
+ * every kind alike.
+ */
+enum st_loss_kind {
+	/* sched_process_fork: a target's new process could not be added to
+	 * st_targets (map full): it and its descendants are not traced. */
+	ST_LOSS_FORK_TARGET = 0,
+	/* block_rq_insert/issue: a target's request could not be tracked
+	 * (st_rq full): no record for it. */
+	ST_LOSS_BLOCK_RQ = 1,
+	/* userspace, derived: st_socks (LRU) evicted live sockets; their later
+	 * retransmits and state changes cannot be attributed. */
+	ST_LOSS_SOCK_EVICTED = 2,
+	/* st_proc_agg_map (LRU): processes evicted (userspace, derived) or whose
+	 * entry could not be created (BPF); their aggregated counts restart. */
+	ST_LOSS_AGG_EVICTED = 3,
+	/* userspace: kretprobe returns the kernel missed (no free instance),
+	 * from the links' info (kernels >= 6.7); the calls have no record. */
+	ST_LOSS_KRETPROBE_MISSED = 4,
+	/* userspace: a process userspace meant to trace could not be added to
+	 * st_targets (daemon discovery, map full). */
+	ST_LOSS_TARGET_ADD = 5,
+	ST_LOSS_KIND_MAX = 6, /* one past the last kind */
+};
+
+/* Bookkeeping next to the losses (not losses): the LRU evictions above are
+ * derived from them, as keys added - keys removed - keys still there. */
+enum st_loss_ledger {
+	ST_LEDGER_SOCK_ADDED = 0,   /* new st_socks keys (BPF_NOEXIST succeeded) */
+	ST_LEDGER_SOCK_REMOVED = 1, /* st_socks keys deleted at TCP_CLOSE */
+	ST_LEDGER_AGG_ADDED = 2,    /* new st_proc_agg_map keys */
+	ST_LEDGER_RQ_STALE = 3,     /* st_rq entries of an earlier request at the same
+				     * address, replaced or removed (never attributed) */
+	ST_LEDGER_MAX = 4,
+};
+
+struct st_losses {
+	__u64 lost[ST_LOSS_KIND_MAX];
+	__u64 ledger[ST_LEDGER_MAX];
+};
+
 /* Key of st_accel_devs: a device file named by --accel-dev or --rdma-dev.
  * The value is the position in its option, | ST_DEV_IS_RDMA for --rdma-dev. */
 #define ST_DEV_IS_RDMA (1u << 31)
@@ -318,6 +365,7 @@ static_assert(sizeof(struct st_uprobe) == 48, "uprobe layout");
 static_assert(sizeof(struct st_accel_tp) == 56, "accel_tp layout");
 static_assert(sizeof(struct st_rdma_verb) == 72, "rdma_verb layout");
 static_assert(sizeof(struct st_accel_dev_key) == 16, "accel key layout");
+static_assert(sizeof(struct st_losses) == 8 * ((int)ST_LOSS_KIND_MAX + (int)ST_LEDGER_MAX), "losses layout");
 #endif
 
 /*

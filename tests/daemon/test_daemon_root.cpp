@@ -449,6 +449,74 @@ TEST_CASE("daemon: SIGHUP reloads the config file, and a step far over p99 dumps
   std::system(("rm -rf '" + devdir + "'").c_str());
 }
 
+TEST_CASE("daemon: a tracer rebuild that fails stops the daemon with a non-zero exit (systemd restarts it)",
+          "[root][daemon]") {
+  require_root();
+  // The daemon loads with a copy of the kernel's BTF; the copy is then
+  // broken, so the rebuild that raising degrade_level to no_net forces
+  // (the net collector goes) cannot load the programs any more.
+  std::string btfdir = make_tmpdir("rebuild-btf");
+  const std::string btf = btfdir + "/vmlinux";
+  fs::copy_file("/sys/kernel/btf/vmlinux", btf);
+  DaemonRun d("rebuild", {"--btf", btf, "--window", "1"});
+  REQUIRE(d.metric("steptrace_collector_enabled", {"collector=\"net\""}) == 1);
+  std::ofstream(btf, std::ios::trunc) << "not BTF\n";
+  std::ofstream(d.dir + "/empty.toml") << "degrade_level = \"no_net\"\n";
+  REQUIRE(::kill(d.proc.pid(), SIGHUP) == 0);
+  int rc = d.proc.wait(30);
+  INFO(read_file(d.log).substr(0, 4000));
+  CHECK(rc == 1);  // -1 would be: still running
+  CHECK(read_file(d.log).find("tracer rebuild failed") != std::string::npos);
+  std::system(("rm -rf '" + btfdir + "'").c_str());
+}
+
+TEST_CASE("daemon: processes the full target set refuses are counted, logged once, exported and retried",
+          "[root][daemon]") {
+  require_root();
+  std::string devdir = make_tmpdir("full-dev");
+  std::string dev = devdir + "/accel0";
+  std::ofstream(dev) << "x";
+  // Two entries: two holders of the device are traced, the others refused.
+  DaemonRun d("full", {"--window", "1", "--scan-ms", "100", "--accel-dev", dev, "--max-targets", "2"});
+  auto holder = [&](int i) {
+    return Proc({"/bin/sh", "-c", "exec 3<'" + dev + "'; exec sleep 60"}, d.dir + "/h" + std::to_string(i) + ".log");
+  };
+  auto until = [&](auto pred) {
+    auto end = std::chrono::steady_clock::now() + 15s;
+    while (std::chrono::steady_clock::now() < end) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  };
+  std::vector<Proc> holders;
+  for (int i = 0; i < 2; ++i) holders.push_back(holder(i));
+  CHECK(until([&] { return d.metric("steptrace_tracked_processes") == 2; }));
+  CHECK(d.metric("steptrace_target_add_failures_total", {"cause=\"map_full\""}) == 0);
+  for (int i = 2; i < 4; ++i) holders.push_back(holder(i));
+  CHECK(until([&] { return d.metric("steptrace_target_add_failures_total", {"cause=\"map_full\""}) == 2; }));
+  CHECK(d.metric("steptrace_untraced_processes") == 2);
+  CHECK(d.metric("steptrace_bpf_losses_total", {"kind=\"target_add_failed\""}) == 2);
+  // A window that missed them is marked.
+  CHECK(until([&] { return d.metric("steptrace_window_incomplete") == 1; }));
+  // Retried at every scan, counted once per process and logged once per cause.
+  std::this_thread::sleep_for(500ms);
+  CHECK(d.metric("steptrace_target_add_failures_total", {"cause=\"map_full\""}) == 2);
+  auto count = [](const std::string& text, const std::string& needle) {
+    size_t n = 0;
+    for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
+    return n;
+  };
+  INFO(read_file(d.log).substr(0, 4000));
+  CHECK(count(read_file(d.log), "the target map is full") == 1);
+  // A traced holder exits: its entry is freed at exit and a refused one takes it at the next scan.
+  holders[0].stop(5);
+  CHECK(until([&] { return d.metric("steptrace_untraced_processes") == 1; }));
+  CHECK(read_file(d.log).find("added to the target set after an earlier refusal") != std::string::npos);
+  for (auto& h : holders) h.stop(5);
+  std::system(("rm -rf '" + devdir + "'").c_str());
+}
+
 TEST_CASE("daemon: at level aggregated the per-process CPU and run-queue counters agree with /proc schedstat",
           "[root][daemon]") {
   require_root();
@@ -530,6 +598,8 @@ TEST_CASE("daemon: at level aggregated the per-process CPU and run-queue counter
   CHECK(d.metric("steptrace_detail_windows_total", {"detail=\"off\""}) >= 5);
   // The exited process's key is evicted and its series dropped (kept 10 s).
   CHECK(until([&] { return !metric_value(d.metrics(), "steptrace_process_cpu_seconds_total", {pid_label}); }, 20));
+  // Keys the daemon deleted itself (the process exited) are not evictions.
+  CHECK(d.metric("steptrace_bpf_losses_total", {"kind=\"agg_evicted\""}) == 0);
   CHECK(d.proc.running());
   std::system(("rm -rf '" + devdir + "'").c_str());
 }

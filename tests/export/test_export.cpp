@@ -118,6 +118,87 @@ TEST_CASE("export: dropped events mark the report INCOMPLETE in every output", "
   CHECK(render_top_frame(r, {}, st).find("[INCOMPLETE]") != std::string::npos);
 }
 
+TEST_CASE("export: BPF-side losses are reported next to the drops and mark INCOMPLETE where they affect attribution",
+          "[export]") {
+  SessionReport r = straggler();
+  REQUIRE_FALSE(r.incomplete());
+  REQUIRE(r.drops.total_dropped() == 0);
+  SECTION("a full target map") {
+    r.drops.losses[ST_LOSS_FORK_TARGET] = 3;
+    CHECK(r.incomplete());
+    auto text = strip_ansi(format_report_text(r));
+    CHECK(text.find("[INCOMPLETE]") < text.find("confidence"));
+    CHECK(text.find("INCOMPLETE: 3 new processes not followed (target map full)") != std::string::npos);
+    CHECK(text.find("0 dropped, 3 lost in the kernel") != std::string::npos);
+    CHECK(text.find("fork_target_full 3") != std::string::npos);
+    for (const auto& l : lines_of(text)) CHECK(columns(l) <= 100);
+    auto j = summary_json(r);
+    CHECK(j["incomplete"] == true);
+    CHECK(j["losses"]["fork_target_full"]["count"] == 3);
+    CHECK(j["losses"]["fork_target_full"]["affects_attribution"] == true);
+    CHECK(j["losses"]["block_rq_full"]["count"] == 0);
+    auto plain = format_summary_text(r);
+    CHECK(plain.find("INCOMPLETE: 3 new processes not followed") != std::string::npos);
+    CHECK(std::regex_search(plain, std::regex("\n  fork_target_full +3  new processes not followed")));
+    CHECK(html_report(r).find("INCOMPLETE: 3 new processes not followed") != std::string::npos);
+    CHECK(perfetto_trace(r)["metadata"]["incomplete"] == true);
+  }
+  SECTION("drops and losses together are both named") {
+    r.drops.dropped[ST_EV_SCHED_SWITCH] = 7;
+    r.drops.losses[ST_LOSS_BLOCK_RQ] = 2;
+    r.drops.losses[ST_LOSS_SOCK_EVICTED] = 5;
+    CHECK(incomplete_reason(r.drops) ==
+          "the kernel dropped 7 events; 2 block requests not tracked (request map full); 5 sockets evicted from the "
+          "socket map (later retransmits/state changes unattributed)");
+  }
+  SECTION("an aggregate eviction is shown but does not make the verdict incomplete") {
+    r.drops.losses[ST_LOSS_AGG_EVICTED] = 4;
+    CHECK_FALSE(r.incomplete());
+    auto text = strip_ansi(format_report_text(r));
+    CHECK(text.find("INCOMPLETE") == std::string::npos);
+    CHECK(text.find("agg_evicted 4") != std::string::npos);
+    auto j = summary_json(r);
+    CHECK(j["incomplete"] == false);
+    CHECK(j["losses"]["agg_evicted"]["count"] == 4);
+    CHECK(j["losses"]["agg_evicted"]["affects_attribution"] == false);
+  }
+  SECTION("kretprobe misses a kernel cannot count are said to be unmeasurable, not zero") {
+    r.drops.kretprobe = LossMeasure::not_measurable;
+    CHECK_FALSE(r.incomplete());
+    CHECK(strip_ansi(format_report_text(r)).find("kretprobe_missed not measurable") != std::string::npos);
+    CHECK(format_summary_text(r).find("not measurable on this kernel") != std::string::npos);
+    CHECK(summary_json(r)["losses"]["kretprobe_missed"]["measurable"] == false);
+    r.drops.kretprobe = LossMeasure::measured;
+    r.drops.losses[ST_LOSS_KRETPROBE_MISSED] = 9;
+    CHECK(r.incomplete());
+    CHECK(summary_json(r)["losses"]["kretprobe_missed"]["measurable"] == true);
+  }
+}
+
+TEST_CASE("drop stats: window deltas and tracer sums carry the losses", "[export]") {
+  DropStats a;
+  a.emitted[ST_EV_SCHED_SWITCH] = 10;
+  a.losses[ST_LOSS_FORK_TARGET] = 2;
+  a.kretprobe = LossMeasure::measured;
+  DropStats b = a;
+  b.emitted[ST_EV_SCHED_SWITCH] = 15;
+  b.losses[ST_LOSS_FORK_TARGET] = 5;
+  DropStats d = b.since(a);
+  CHECK(d.emitted[ST_EV_SCHED_SWITCH] == 5);
+  CHECK(d.losses[ST_LOSS_FORK_TARGET] == 3);
+  CHECK(d.incomplete());
+  CHECK_FALSE(a.since(a).incomplete());
+  DropStats sum;
+  sum += a;
+  CHECK(sum.kretprobe == LossMeasure::measured);
+  DropStats old;
+  old.kretprobe = LossMeasure::not_measurable;
+  sum += old;
+  sum += b;
+  CHECK(sum.losses[ST_LOSS_FORK_TARGET] == 7);
+  CHECK(sum.kretprobe == LossMeasure::not_measurable);
+}
+
 TEST_CASE("export: percentiles use nearest rank", "[export]") {
   auto p = percentiles({5, 1, 4, 2, 3});
   CHECK(p.p50 == 3);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "neuron_uapi.h"
+#include "report/summary.h"
 #include "support/workload.h"
 
 using namespace steptrace;
@@ -210,6 +211,57 @@ TEST_CASE("net: a loopback TCP transfer is recorded both ways with its 4-tuple",
   CHECK(server_recv == kUp);
   CHECK(server_sent == kDown);
   CHECK(client_recv == kDown);
+  // Every socket closed or still open, none evicted: no loss is made up.
+  CHECK(r.drops.losses[ST_LOSS_SOCK_EVICTED] == 0);
+  CHECK_FALSE(r.incomplete());
+}
+
+TEST_CASE("net: sockets evicted from a full socket LRU are counted as a loss and mark the report INCOMPLETE",
+          "[root][net][drops]") {
+  require_root();
+  // 24 loopback connections open at once (48 sockets with traffic, both
+  // ends in the job) through an 8-entry socket map.
+  constexpr int kConns = 24;
+  constexpr uint32_t kMapEntries = 8;
+  Workload w([] {
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(ls, (sockaddr*)&a, sizeof(a)) != 0 || listen(ls, kConns) != 0) return 1;
+    socklen_t al = sizeof(a);
+    getsockname(ls, (sockaddr*)&a, &al);
+    std::vector<int> cl, sv;
+    for (int i = 0; i < kConns; ++i) {
+      int s = socket(AF_INET, SOCK_STREAM, 0);
+      if (connect(s, (sockaddr*)&a, sizeof(a)) != 0) return 2;
+      int c = accept(ls, nullptr, nullptr);
+      if (c < 0) return 3;
+      cl.push_back(s);
+      sv.push_back(c);
+    }
+    char b = 'x';
+    for (int i = 0; i < kConns; ++i) {
+      if (send(cl[i], &b, 1, 0) != 1 || recv(sv[i], &b, 1, 0) != 1) return 4;
+      if (send(sv[i], &b, 1, 0) != 1 || recv(cl[i], &b, 1, 0) != 1) return 5;
+    }
+    for (int i = 0; i < kConns; ++i) {
+      close(cl[i]);
+      close(sv[i]);
+    }
+    close(ls);
+    return 0;
+  });
+  auto o = attach_options(w.pid());
+  o.max_socks = kMapEntries;
+  auto r = trace_workload(w, o);
+  INFO(format_summary_text(r).substr(0, 3000));
+  // At most the map's entries can still be there or have closed in it; the
+  // rest of the 2 x 24 + 1 sockets were pushed out while open.
+  CHECK(r.drops.losses[ST_LOSS_SOCK_EVICTED] >= 2 * kConns - 2 * kMapEntries);
+  CHECK(r.drops.losses[ST_LOSS_SOCK_EVICTED] < 1000);  // a socket can be re-added and evicted again, not without bound
+  CHECK(r.incomplete());
+  CHECK(summary_json(r)["losses"]["sock_evicted"]["count"].get<uint64_t>() == r.drops.losses[ST_LOSS_SOCK_EVICTED]);
 }
 
 TEST_CASE("accel: ioctls on an --accel-dev file are recorded with cmd, bytes and result, others are not",

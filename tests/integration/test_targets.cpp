@@ -99,3 +99,45 @@ TEST_CASE("drops: a ring buffer overflow is counted per class and reported", "[r
   CHECK(j["incomplete"] == true);
   CHECK(j["events"]["sched_switch"]["dropped"].get<uint64_t>() == r.drops.dropped[ST_EV_SCHED_SWITCH]);
 }
+
+TEST_CASE("losses: a full target map loses forked children, counted and reported INCOMPLETE", "[root][drops]") {
+  require_root();
+  // The job and 3 children fit a 4-entry target set; the other 5 children,
+  // alive at the same time, are refused at fork.
+  constexpr int kChildren = 8, kMapEntries = 4;
+  auto* kids = static_cast<pid_t*>(
+      mmap(nullptr, sizeof(pid_t) * kChildren, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(kids != MAP_FAILED);
+  Workload w([kids] {
+    for (int i = 0; i < kChildren; ++i) {
+      pid_t c = fork();
+      if (c == 0) {
+        usleep(200'000);  // all alive together
+        volatile uint64_t x = 0;
+        for (int j = 0; j < 200'000; ++j) x = x + static_cast<uint64_t>(j);
+        _exit(0);
+      }
+      kids[i] = c;
+    }
+    for (int i = 0; i < kChildren; ++i) waitpid(kids[i], nullptr, 0);
+    return 0;
+  });
+  auto o = attach_options(w.pid());
+  o.max_targets = kMapEntries;
+  auto r = trace_workload(w, o);
+  INFO(format_summary_text(r).substr(0, 3000));
+  CHECK(r.drops.total_dropped() == 0);  // the ring kept up: the loss alone marks it
+  CHECK(r.drops.losses[ST_LOSS_FORK_TARGET] == kChildren - (kMapEntries - 1));
+  int followed = 0;
+  for (int i = 0; i < kChildren; ++i) {
+    const ThreadInfo* t = r.analysis.threads.find(static_cast<uint32_t>(kids[i]));
+    if (t && t->ns(ThreadState::running) > 0) ++followed;
+  }
+  CHECK(followed == kMapEntries - 1);
+  CHECK(r.incomplete());
+  auto j = summary_json(r);
+  CHECK(j["incomplete"] == true);
+  CHECK(j["losses"]["fork_target_full"]["count"] == kChildren - (kMapEntries - 1));
+  auto text = format_summary_text(r);
+  CHECK(text.find("INCOMPLETE: 5 new processes not followed (target map full)") != std::string::npos);
+}

@@ -9,6 +9,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
+#include <vector>
 
 #include "signals/counters.h"
 #include "signals/device_signals.h"
@@ -165,4 +168,136 @@ TEST_CASE("device signals: samples are capped per kind, and what was not kept is
   CHECK(d.sysfs.size() == 3);
   CHECK(d.samples_dropped == 7);
   fs::remove_all(dir);
+}
+
+namespace {
+// The datastore system calls, counted: every device answers "no datastore"
+// except `owner_dev` for `owner` once `owner_from_ns` has passed.
+class CountingOps : public NdsDeviceOps {
+ public:
+  std::map<std::string, int> opens;     // by path
+  std::map<std::string, int> fds;       // by path
+  std::map<int, uint64_t> closes;       // by fd
+  std::set<uint32_t> asked;             // pids ACQUIRE was called for
+  uint64_t acquires = 0;
+  std::map<uint64_t, uint64_t> acquires_per_s;  // second of the simulated clock -> ioctls
+  uint64_t now = 0;
+  uint32_t owner = 0;
+  std::string owner_dev;
+  uint64_t owner_from_ns = UINT64_MAX;
+  std::vector<uint8_t> slab = std::vector<uint8_t>(kNdsSlabBytes, 0);
+
+  int open_device(const std::string& path) override {
+    ++opens[path];
+    return fds[path] = 1000 + static_cast<int>(fds.size());
+  }
+  int acquire(int fd, uint32_t pid, uint64_t* off, uint32_t* size) override {
+    ++acquires;
+    ++acquires_per_s[now / 1'000'000'000ull];
+    asked.insert(pid);
+    if (pid == owner && fds.count(owner_dev) && fd == fds[owner_dev] && now >= owner_from_ns) {
+      *off = 0;
+      *size = static_cast<uint32_t>(slab.size());
+      return 0;
+    }
+    errno = ENOENT;
+    return -1;
+  }
+  const uint8_t* map(int, const std::string&, uint64_t, size_t) override { return slab.data(); }
+  void unmap(const uint8_t*, size_t) override {}
+  void close_device(int fd) override { ++closes[fd]; }
+};
+}  // namespace
+
+TEST_CASE("device signals: under attach --all each device is opened once and ACQUIRE calls are rate-limited in total",
+          "[signals]") {
+  std::string dir = temp_dir();
+  constexpr int kDevices = 16, kProcs = 1000;
+  for (int i = 0; i < kDevices; ++i) put(dir + "/dev/neuron" + std::to_string(i), "");
+  CountingOps ops;
+  std::memcpy(ops.slab.data(), "nds", 4);
+  SignalsConfig cfg;
+  cfg.sysfs_root = dir + "/sys";
+  cfg.dev_root = dir + "/dev";
+  cfg.ops = &ops;
+  std::vector<uint32_t> pids;
+  for (uint32_t p = 0; p < kProcs; ++p) pids.push_back(10'000 + p);
+  // The rank: seen issuing accelerator ioctls, its datastore on neuron5 from t = 2 s.
+  const uint32_t rank = 10'000 + 777;
+  ops.owner = rank;
+  ops.owner_dev = dir + "/dev/neuron5";
+  ops.owner_from_ns = 2'000'000'000ull;
+  const uint64_t t0 = 1'000'000'000ull;
+  uint64_t attached_at = 0;
+  {
+    DeviceSignals sig(cfg);
+    REQUIRE(sig.data().devices.size() == kDevices);
+    // 20 s of 10 ms drain ticks, every process passed in on every tick (what attach --all does).
+    for (uint64_t t = t0; t < t0 + 20'000'000'000ull; t += 10'000'000) {
+      ops.now = t;
+      sig.tick(t, pids, {rank});
+      if (!attached_at && sig.data().pid_device.count(rank)) attached_at = t;
+    }
+    // Each device once, for the whole session.
+    CHECK(ops.opens.size() == kDevices);
+    for (const auto& [path, n] : ops.opens) CHECK(n == 1);
+    CHECK(sig.data().device_opens == kDevices);
+    CHECK(sig.data().acquire_calls == ops.acquires);
+    // ACQUIRE in total: the bucket (500/s, burst 64), whatever the number of
+    // processes. Unbounded it was ~1000 processes x 16 devices every 10-100 ms.
+    CHECK(ops.acquires <= static_cast<uint64_t>(20 * cfg.attach_ioctls_per_s) + cfg.attach_ioctl_burst);
+    for (const auto& [sec, n] : ops.acquires_per_s)
+      CHECK(n <= static_cast<uint64_t>(cfg.attach_ioctls_per_s) + cfg.attach_ioctl_burst);
+    CHECK(ops.acquires > 1000);  // the budget is used, not starved
+    // The rank driving the accelerator still gets its datastore promptly.
+    REQUIRE(attached_at > 0);
+    CHECK(attached_at - ops.owner_from_ns < 200'000'000ull);
+    CHECK(sig.data().pid_device.at(rank) == 5);
+    CHECK(ops.closes.empty());  // fds stay open while sampling
+  }
+  // ...and are closed once at the end of the session.
+  CHECK(ops.closes.size() == kDevices);
+  for (const auto& [fd, n] : ops.closes) CHECK(n == 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("device signals: processes get their turn in a long list, and a driver without NDS is asked once",
+          "[signals]") {
+  std::string dir = temp_dir();
+  put(dir + "/dev/neuron0", "");
+  CountingOps ops;
+  SignalsConfig cfg;
+  cfg.sysfs_root = dir + "/sys";
+  cfg.dev_root = dir + "/dev";
+  cfg.ops = &ops;
+  cfg.attach_ioctls_per_s = 100;
+  cfg.attach_ioctl_burst = 10;
+  std::vector<uint32_t> pids;
+  for (uint32_t p = 1; p <= 300; ++p) pids.push_back(p);
+  DeviceSignals sig(cfg);
+  // 4 s at 100 ioctls/s + 10: ~410 ioctls for 300 processes on one device:
+  // every process is asked (round robin from where the last tick stopped),
+  // none starves behind the head of the list, which keeps retrying.
+  for (uint64_t t = 1'000'000'000ull; t < 5'000'000'000ull; t += 10'000'000) {
+    ops.now = t;
+    sig.tick(t, pids);
+  }
+  CHECK(ops.asked.size() == pids.size());
+  CHECK(ops.acquires <= 4 * 100 + 10);
+  CHECK(ops.opens.size() == 1);
+  CHECK(sig.data().nds_problem.find("no datastore") != std::string::npos);
+  fs::remove_all(dir);
+
+  // A regular file answers ENOTTY to ACQUIRE: one ioctl, then no more for anyone.
+  std::string dir2 = temp_dir();
+  put(dir2 + "/dev/neuron0", "");
+  SignalsConfig real;
+  real.sysfs_root = dir2 + "/sys";
+  real.dev_root = dir2 + "/dev";
+  DeviceSignals old_driver(real);
+  for (uint64_t t = 1; t < 1'000'000'000ull; t += 10'000'000) old_driver.tick(t, pids);
+  CHECK(old_driver.data().acquire_calls == 1);
+  CHECK(old_driver.data().device_opens == 1);
+  CHECK(old_driver.data().nds_problem.find("old driver") != std::string::npos);
+  fs::remove_all(dir2);
 }

@@ -111,8 +111,13 @@ TEST_CASE("capture: corrupt, foreign, newer and truncated files get a clear erro
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message.find("offset") != std::string::npos);
 
-  // Cut inside the chunk: a readable (empty) prefix, marked truncated, no crash.
-  std::vector<uint8_t> cut(good.begin(), good.begin() + static_cast<long>(good.size() - 200));
+  // Cut inside the chunk (200 bytes before the trailer): a readable (empty)
+  // prefix, marked truncated, no crash.
+  std::string as_text(good.begin(), good.end());
+  size_t trailer = as_text.rfind("STTR");
+  REQUIRE(trailer != std::string::npos);
+  REQUIRE(trailer > 200);
+  std::vector<uint8_t> cut(good.begin(), good.begin() + static_cast<long>(trailer - 200));
   spit(q, cut);
   r = read_capture(q, sink);
   REQUIRE(r.ok());
@@ -358,4 +363,64 @@ TEST_CASE("capture: the reader streams: a 64 GiB sparse file is not allocated, o
   CHECK(c.error().message.find(fmt::format("offset {}: data after the trailer", sb.st_size)) != std::string::npos);
   CHECK(n == 100);  // the records were delivered as their chunk was read
   unlink(p.c_str());
+}
+
+TEST_CASE("capture: BPF-side losses round trip in the trailer; a trailer without them reads as zero", "[capture]") {
+  auto p = tmp_path("losses");
+  unlink(p.c_str());
+  {
+    auto w = CaptureWriter::create(p, {{"host", "test"}});
+    REQUIRE(w.ok());
+    DropStats d;
+    d.losses[ST_LOSS_FORK_TARGET] = 3;
+    d.losses[ST_LOSS_SOCK_EVICTED] = 11;
+    d.kretprobe = LossMeasure::not_measurable;
+    REQUIRE((*w)->close(d, 1).ok());
+  }
+  auto sink = [](const void*, size_t) {};
+  auto c = read_capture(p, sink);
+  REQUIRE(c.ok());
+  CHECK(c->trailer["losses"]["fork_target_full"] == 3);
+  CHECK(c->drops.losses[ST_LOSS_FORK_TARGET] == 3);
+  CHECK(c->drops.losses[ST_LOSS_SOCK_EVICTED] == 11);
+  CHECK(c->drops.losses[ST_LOSS_BLOCK_RQ] == 0);
+  CHECK(c->drops.kretprobe == LossMeasure::not_measurable);
+  CHECK(c->drops.incomplete());
+
+  // The same file with the trailer of an older steptrace (no losses): zeros.
+  auto bytes = slurp(p);
+  std::string text(bytes.begin(), bytes.end());
+  size_t at = text.rfind("STTR");
+  REQUIRE(at != std::string::npos);
+  auto with_trailer = [&](const std::string& json) {
+    std::vector<uint8_t> b(bytes.begin(), bytes.begin() + static_cast<long>(at) + 4);
+    for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(json.size() >> (8 * i)));
+    b.insert(b.end(), json.begin(), json.end());
+    return b;
+  };
+  auto old = with_trailer(R"({"emitted":[0,5],"dropped":[0,2],"records":0,"window_end_ns":1})");
+  auto r = read_capture_bytes(old.data(), old.size(), sink);
+  REQUIRE(r.ok());
+  CHECK(r->drops.dropped[1] == 2);
+  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k) CHECK(r->drops.losses[k] == 0);
+  CHECK(r->drops.kretprobe == LossMeasure::not_attached);
+  // Kinds this build does not know are ignored; a wrong type is an error.
+  auto newer = with_trailer(R"({"emitted":[],"dropped":[],"losses":{"block_rq_full":4,"from_the_future":9}})");
+  r = read_capture_bytes(newer.data(), newer.size(), sink);
+  REQUIRE(r.ok());
+  CHECK(r->drops.losses[ST_LOSS_BLOCK_RQ] == 4);
+  auto bad = with_trailer(R"({"emitted":[],"dropped":[],"losses":{"block_rq_full":-4}})");
+  r = read_capture_bytes(bad.data(), bad.size(), sink);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("loss") != std::string::npos);
+  unlink(p.c_str());
+}
+
+TEST_CASE("capture: the committed corpus capture (written before losses existed) reads with zero losses",
+          "[capture]") {
+  auto c = read_capture(std::string(CAPTURE_CORPUS_DIR) + "/ok-straggler.cap", [](const void*, size_t) {});
+  REQUIRE(c.ok());
+  REQUIRE_FALSE(c->trailer.is_null());
+  CHECK_FALSE(c->trailer.contains("losses"));
+  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k) CHECK(c->drops.losses[k] == 0);
 }

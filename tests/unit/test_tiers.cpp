@@ -176,3 +176,18 @@ TEST_CASE("tracefs format: fields parse and the neuron layouts are checked", "[p
   CHECK(arr[0].name == "comm");
   CHECK(arr[0].size == 16);
 }
+
+TEST_CASE("features: the kernel's BTF tells whether kprobe links report their misses (6.7 and later)", "[tiers]") {
+  // Reads /sys/kernel/btf/vmlinux (world-readable); the answer follows the
+  // running kernel: bpf_link_info.perf_event.kprobe.missed came in 6.7.
+  KernelFeatures f = probe_features("");
+  REQUIRE(f.btf);
+  INFO("kernel " << f.release);
+  const bool new_enough = f.kernel_major > 6 || (f.kernel_major == 6 && f.kernel_minor >= 7);
+  CHECK(f.link_kprobe_missed == new_enough);
+  CHECK(f.tp_block_rq_merge);
+  CHECK(f.tp_block_rq_requeue);
+  // A BTF file that is not the kernel's has no such member: not measurable, never a guess.
+  KernelFeatures none = probe_features("/nonexistent/btf");
+  CHECK_FALSE(none.link_kprobe_missed);
+}

@@ -69,7 +69,7 @@ const char* recommendation_for(Category c) {
 
 Verdict decide_verdict(const JobAnalysis& job, const TimelineStore& tl, const DropStats& drops) {
   Verdict v;
-  v.incomplete = drops.total_dropped() > 0;
+  v.incomplete = drops.incomplete();
   if (job.ranks.empty()) {
     v.headline = "no training steps found (no process drove an accelerator device or the runtime library)";
     v.recommendation = "check --accel-dev / the runtime library path, or add the steptrace_step() marker";
@@ -252,8 +252,7 @@ Verdict decide_verdict(const JobAnalysis& job, const TimelineStore& tl, const Dr
         top));
   }
   if (v.incomplete)
-    v.evidence.push_back(fmt::format("INCOMPLETE: {} events were dropped; shares may be off",
-                                     drops.total_dropped()));
+    v.evidence.push_back(fmt::format("INCOMPLETE: {}; shares may be off", incomplete_reason(drops)));
   return v;
 }
 

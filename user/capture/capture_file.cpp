@@ -39,7 +39,11 @@ nlohmann::json drops_json(const DropStats& d, uint64_t records) {
     e.push_back(d.emitted[k]);
     x.push_back(d.dropped[k]);
   }
-  return {{"emitted", e}, {"dropped", x}, {"records", records}};
+  // Losses by name (kinds may be added; a reader ignores names it does not know).
+  nlohmann::json l = nlohmann::json::object();
+  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k) l[std::string(loss_name(k))] = d.losses[k];
+  return {{"emitted", e}, {"dropped", x}, {"records", records}, {"losses", l},
+          {"kretprobe_missed", std::string(loss_measure_name(d.kretprobe))}};
 }
 
 // Room kept for the trailer: every chunk is written only once the blocks for it
@@ -366,6 +370,19 @@ Result<CaptureContents> read_stream(ByteSource& src, const std::function<void(co
         else
           c.warnings.push_back(fmt::format("capture trailer: \"end\" is not a string ({}); ignored", it->type_name()));
       }
+      // Losses: absent in captures of older steptrace (read as zero).
+      if (auto l = c.trailer.find("losses"); l != c.trailer.end()) {
+        if (!l->is_object()) return err(off + 8, "trailer losses are not an object");
+        for (int k = 0; k < ST_LOSS_KIND_MAX; ++k) {
+          auto v = l->find(std::string(loss_name(k)));
+          if (v == l->end()) continue;
+          if (!v->is_number_unsigned()) return err(off + 8, "bad loss counter");
+          c.drops.losses[k] = v->get<uint64_t>();
+        }
+      }
+      if (auto m = c.trailer.find("kretprobe_missed"); m != c.trailer.end() && m->is_string())
+        for (auto v : {LossMeasure::measured, LossMeasure::not_measurable})
+          if (m->get<std::string>() == loss_measure_name(v)) c.drops.kretprobe = v;
       off += 8 + tlen;
       uint8_t extra;
       if (got = src.read(&extra, 1); !got) return got.error();

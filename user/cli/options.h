@@ -51,6 +51,8 @@ struct Options {
   uint64_t max_capture_bytes = 0;        // record --max-size: 0 = no cap
   std::string capture_path;              // report FILE
   int verbose = 0;
+  uint32_t max_targets = 0;              // tests only (no flag): entries of the BPF target set, 0 = default
+  uint32_t max_socks = 0;                // tests only (no flag): entries of the BPF socket LRU, 0 = default
 };
 
 // argv[0] included. On --help/--version, returns an Error whose message is

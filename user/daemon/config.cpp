@@ -51,6 +51,8 @@ void add_flags(CLI::App& app, DaemonConfig& c) {
   app.add_option("--max-processes", c.max_processes, "Cap on tracked accelerator processes");
   app.add_option("--max-window-events", c.max_window_events, "A window closes early after this many events");
   app.add_option("--max-series", c.max_series, "Cap on per-rank metric series");
+  // Tests only (not in --help): shrink the kernel's target set to fill it.
+  app.add_option("--max-targets", c.max_targets, "")->group("");
   app.add_flag("-v,--verbose", c.verbose, "More output (repeat for libbpf debug)");
 }
 

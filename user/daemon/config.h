@@ -41,6 +41,7 @@ struct DaemonConfig {
   double dump_min_interval_s = 300;    // rate limit for automatic and requested dumps
   // Hard caps (memory stays bounded however long the daemon runs).
   uint32_t max_processes = 4096;       // tracked accelerator processes
+  uint32_t max_targets = 0;            // tests (hidden --max-targets): kernel target set entries, 0 = default
   uint64_t max_window_events = 4'000'000;  // a window closes early at this many events
   uint32_t max_series = 512;           // per-rank metric series kept
   int verbose = 0;

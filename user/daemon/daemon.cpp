@@ -152,6 +152,8 @@ class Daemon {
   void resolve_accel_devs(bool first_time);
   void discover();
   void track(uint32_t pid, bool log_it);
+  bool add_target(uint32_t pid);
+  void retry_untraced();
   void note_new_process(uint32_t pid);
   void note_parent(uint32_t child, uint32_t parent);
   void seed_parents();
@@ -199,6 +201,13 @@ class Daemon {
   uint64_t detail_windows_[2] = {0, 0};  // closed windows without / with detail
   std::map<uint32_t, ProcAggSeries> agg_;
   DropStats drops_window_start_{};
+  // Processes the kernel's target set refused (add_target failed): counted
+  // once per pid, by cause, retried at every discovery scan while they live.
+  std::set<uint32_t> untraced_;
+  std::map<std::string, uint64_t> target_add_failures_;  // cause -> processes refused
+  uint64_t target_add_failed_total_ = 0, window_target_add_failed_ = 0;
+  bool window_incomplete_ = false;  // the last closed window had drops or losses
+  int exit_code_ = 0;               // non-zero: stopped because it could not trace
   DropStats drops_base_{};           // counters of tracers that were replaced
   double bpf_base_s_ = 0;
   std::map<std::string, double> prog_base_s_;
@@ -450,6 +459,7 @@ Status Daemon::build_tracer() {
   ts.uverbs_major = uverbs_major_;
   ts.rdma_verbs = uverbs_major_ != 0 || dev_files_.has_rdma();
   ts.agg_processes = ST_MAX_AGG_PROCS;
+  ts.max_targets = cfg_.max_targets;
   auto tracer = BpfTracer::create(ts, features_);
   if (!tracer) return make_error(fmt::format("cannot trace: {}", tracer.error().message));
   tracer_ = std::move(*tracer);
@@ -465,9 +475,9 @@ Status Daemon::build_tracer() {
   }
   // Targets: the holders and every descendant they have now (the kernel follows new ones).
   for (const auto& [pid, id] : tracked_) {
-    (void)tracer_->add_target(pid);
+    add_target(pid);
     for (auto [c, parent] : scanner_.descendants(pid)) {
-      (void)tracer_->add_target(c);
+      add_target(c);
       note_parent(c, parent);
     }
   }
@@ -483,11 +493,8 @@ Status Daemon::build_tracer() {
 DropStats Daemon::cumulative_drops() const {
   DropStats d = drops_base_;
   if (tracer_)
-    if (auto cur = tracer_->read_stats())
-      for (int k = 0; k < ST_EV_KIND_MAX; ++k) {
-        d.emitted[k] += cur->emitted[k];
-        d.dropped[k] += cur->dropped[k];
-      }
+    if (auto cur = tracer_->read_stats()) d += *cur;
+  d.losses[ST_LOSS_TARGET_ADD] += target_add_failed_total_;
   return d;
 }
 
@@ -497,11 +504,7 @@ void Daemon::drop_tracer() {
   if (reader_) (void)reader_->drain();
   reorder_.flush([this](const Event& e) { analysis_->on_event(e); });
   close_window(monotonic_ns(), "tracer_rebuild");
-  if (auto cur = tracer_->read_stats())
-    for (int k = 0; k < ST_EV_KIND_MAX; ++k) {
-      drops_base_.emitted[k] += cur->emitted[k];
-      drops_base_.dropped[k] += cur->dropped[k];
-    }
+  if (auto cur = tracer_->read_stats()) drops_base_ += *cur;
   for (const auto& p : tracer_->prog_stats()) {
     prog_base_s_[p.name] += static_cast<double>(p.run_time_ns) / 1e9;
     bpf_base_s_ += static_cast<double>(p.run_time_ns) / 1e9;
@@ -530,7 +533,10 @@ void Daemon::apply_level(int level, const char* why) {
   if (wanted_subsystems() != active_subsystems_) {
     drop_tracer();
     if (auto s = build_tracer(); !s) {
-      log::error("{}", s.error().message);
+      // Nothing is traced any more: exit non-zero so that the service
+      // manager (Restart=on-failure) starts a fresh daemon.
+      log::error("tracer rebuild failed, stopping: {}", s.error().message);
+      exit_code_ = kExitCannotTrace;
       g_stop.store(true);
     }
   } else if (mode_changes && analysis_) {
@@ -556,10 +562,10 @@ void Daemon::track(uint32_t pid, bool log_it) {
   identity_cache_[pid] = id;
   ++discovered_total_;
   if (tracer_) {
-    (void)tracer_->add_target(pid);
+    add_target(pid);
     // Children forked before it opened the device (DataLoader workers) are not followed yet.
     for (auto [c, parent] : scanner_.descendants(pid)) {
-      (void)tracer_->add_target(c);
+      add_target(c);
       note_new_process(c);
       note_parent(c, parent);
     }
@@ -570,6 +576,39 @@ void Daemon::track(uint32_t pid, bool log_it) {
   }
   note_new_process(pid);
   if (log_it) log::info("tracing pid {} (job {}{}{})", pid, id.job, id.rank.empty() ? "" : ", rank ", id.rank);
+}
+
+// Adds `pid` to the kernel's target set. A refusal (the set is full) is
+// never ignored: counted once per process and cause, logged once per cause,
+// exported, retried at every discovery scan while the process lives, and the
+// windows it misses are marked INCOMPLETE (close_window).
+bool Daemon::add_target(uint32_t pid) {
+  if (!tracer_) return false;
+  int err = 0;
+  auto st = tracer_->add_target(pid, &err);
+  if (st) {
+    untraced_.erase(pid);
+    return true;
+  }
+  const std::string cause = err == E2BIG ? "map_full" : "error";
+  if (untraced_.count(pid)) return false;  // already counted
+  if (untraced_.size() < 65536) untraced_.insert(pid);
+  ++target_add_failed_total_;
+  ++window_target_add_failed_;
+  if (target_add_failures_[cause]++ == 0)
+    log::warn("{} ({}): processes refused are not traced, are counted in steptrace_target_add_failures_total and "
+              "mark their windows incomplete; retried while they live",
+              st.error().message, cause);
+  return false;
+}
+
+void Daemon::retry_untraced() {
+  if (!tracer_) return;
+  for (auto it = untraced_.begin(); it != untraced_.end();) {
+    uint32_t pid = *it++;
+    if (!scanner_.alive(pid)) untraced_.erase(pid);
+    else if (add_target(pid)) log::info("pid {} added to the target set after an earlier refusal", pid);
+  }
 }
 
 void Daemon::note_parent(uint32_t child, uint32_t parent) {
@@ -599,6 +638,7 @@ void Daemon::seed_parents() {
 
 void Daemon::discover() {
   resolve_accel_devs(false);
+  retry_untraced();
   for (auto it = parents_.begin(); it != parents_.end();) {
     if (!scanner_.alive(it->first)) it = parents_.erase(it);
     else ++it;
@@ -671,11 +711,12 @@ void Daemon::close_window(uint64_t now, const char* reason) {
   DropStats cur{};
   if (tracer_)
     if (auto d = tracer_->read_stats()) cur = *d;
-  DropStats delta{};
-  for (int k = 0; k < ST_EV_KIND_MAX; ++k) {
-    delta.emitted[k] = cur.emitted[k] - std::min(cur.emitted[k], drops_window_start_.emitted[k]);
-    delta.dropped[k] = cur.dropped[k] - std::min(cur.dropped[k], drops_window_start_.dropped[k]);
-  }
+  DropStats delta = cur.since(drops_window_start_);
+  // Processes that should have been traced in this window and were not (the
+  // target set refused them) leave their work out of it: INCOMPLETE.
+  delta.losses[ST_LOSS_TARGET_ADD] = std::max<uint64_t>(window_target_add_failed_, untraced_.size());
+  window_target_add_failed_ = 0;
+  window_incomplete_ = delta.incomplete();
   JobAnalysis ja = analysis_->finish(now, delta);
   publish(ja, window_detail_);
   ++windows_total_;
@@ -933,6 +974,26 @@ void Daemon::render_metrics() {
   for (int k = 1; k < ST_EV_KIND_MAX; ++k)
     x.sample("steptrace_events_dropped_total", H({{"class", std::string(kind_name(static_cast<uint32_t>(k)))}}),
              static_cast<double>(d.dropped[k]));
+  x.family("steptrace_bpf_losses_total", "counter",
+           "State the BPF collectors could not keep (full or evicting maps, missed kretprobes, processes the target "
+           "set refused), per kind; see steptrace_bpf_loss_measurable");
+  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k)
+    x.sample("steptrace_bpf_losses_total", H({{"kind", std::string(loss_name(k))}}), static_cast<double>(d.losses[k]));
+  x.family("steptrace_bpf_loss_measurable", "gauge",
+           "0 when this kernel cannot measure a loss kind (kretprobe misses before 6.7): its counter stays 0");
+  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k)
+    x.sample("steptrace_bpf_loss_measurable", H({{"kind", std::string(loss_name(k))}}),
+             k == ST_LOSS_KRETPROBE_MISSED && d.kretprobe == LossMeasure::not_measurable ? 0 : 1);
+  x.family("steptrace_target_add_failures_total", "counter",
+           "Processes to trace that the kernel's target set refused, by cause (map_full: ST_MAX_TARGETS reached)");
+  for (const char* c : {"map_full", "error"})
+    x.sample("steptrace_target_add_failures_total", H({{"cause", c}}), static_cast<double>(target_add_failures_[c]));
+  x.family("steptrace_untraced_processes", "gauge", "Processes to trace that are not in the target set now");
+  x.sample("steptrace_untraced_processes", H({}), static_cast<double>(untraced_.size()));
+  x.family("steptrace_window_incomplete", "gauge",
+           "1 when the last closed analysis window lost events or attribution (drops or losses): its verdict and "
+           "categories may be off");
+  x.sample("steptrace_window_incomplete", H({}), window_incomplete_ ? 1 : 0);
   x.family("steptrace_records_total", "counter", "Records read from the ring buffer");
   x.sample("steptrace_records_total", H({}), static_cast<double>(records_));
   x.family("steptrace_late_records_total", "counter", "Records that arrived too late to be ordered");
@@ -1158,7 +1219,7 @@ int Daemon::run() {
     if (reader_) {
       if (auto n = reader_->drain(); !n) {
         log::error("ring buffer: {}", n.error().message);
-        return 1;
+        return kExitCannotTrace;
       }
       reorder_.release([this](const Event& e) { analysis_->on_event(e); });
     }
@@ -1193,7 +1254,7 @@ int Daemon::run() {
     dump_queue_.clear();
   }
   cv_.notify_all();
-  return 0;
+  return exit_code_;
 }
 
 }  // namespace
@@ -1219,7 +1280,7 @@ int daemon_main(int argc, char** argv) {
   log::set_level(log::Level::info);
   if (auto s = d.start(); !s) {
     log::error("{}", s.error().message);
-    return 1;
+    return kExitCannotTrace;
   }
   return d.run();
 }

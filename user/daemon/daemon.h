@@ -16,6 +16,12 @@
 
 namespace steptrace::daemon {
 
+// Exit codes: 0 after SIGTERM/SIGINT, 2 for a bad configuration, and
+// kExitCannotTrace when it stopped because it could not trace (start-up
+// refused, a tracer rebuild failed, the ring buffer failed), so that
+// systemd's Restart=on-failure starts it again.
+inline constexpr int kExitCannotTrace = 1;
+
 // argv[0] is "daemon". Returns the process exit code.
 int daemon_main(int argc, char** argv);
 

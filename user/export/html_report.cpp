@@ -170,9 +170,9 @@ std::string html_report(const SessionReport& r) {
                    r.drops.total_dropped(), job.ranks.size());
   o += fmt::format("<div class=\"verdict\" id=\"verdict\">{}</div>\n",
                    html_escape(v.headline.empty() ? "no verdict" : v.headline));
-  if (r.drops.total_dropped() > 0)
-    o += fmt::format("<p class=\"incomplete\" id=\"incomplete\">INCOMPLETE: the kernel dropped {} events</p>\n",
-                     r.drops.total_dropped());
+  if (r.drops.incomplete())
+    o += fmt::format("<p class=\"incomplete\" id=\"incomplete\">INCOMPLETE: {}</p>\n",
+                     html_escape(incomplete_reason(r.drops)));
   if (!r.capture_end.empty())
     o += fmt::format("<p class=\"incomplete\" id=\"capture-end\">INCOMPLETE: the capture ended early ({})</p>\n",
                      html_escape(r.capture_end));
@@ -221,7 +221,16 @@ std::string html_report(const SessionReport& r) {
     o += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n", kind_name(static_cast<uint32_t>(k)),
                      r.drops.emitted[k], r.drops.dropped[k]);
   }
-  o += fmt::format("</table>\n<p class=\"meta\">tracer CPU {:.3f} s</p>\n", r.tracer_cpu_s);
+  o += "</table>\n";
+  std::string lost;
+  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k)
+    if (r.drops.losses[k])
+      lost += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n", loss_name(k), r.drops.losses[k],
+                          html_escape(std::string(loss_text(k))));
+  if (!lost.empty())
+    o += "<table id=\"losses\"><tr><th>lost in the kernel</th><th>count</th><th>meaning</th></tr>\n" + lost +
+         "</table>\n";
+  o += fmt::format("<p class=\"meta\">tracer CPU {:.3f} s</p>\n", r.tracer_cpu_s);
   o += "<div id=\"tip\"></div>\n";
   o += "<script type=\"application/json\" id=\"report-data\">" + script_safe_json(data) + "</script>\n";
   o += std::string("<script>") + kScript + "</script>\n</body></html>\n";

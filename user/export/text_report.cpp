@@ -142,15 +142,13 @@ std::string format_report_text(const SessionReport& r, const TextStyle& style) {
   o += paint(wrapped, job.ranks.empty() ? "1" : "1;33") + "\n";
   if (!job.ranks.empty() && !v.recommendation.empty())
     o += wrap(fmt::format("  confidence {:.0f}% -> ", 100 * v.confidence), v.recommendation, "     ");
-  if (r.drops.total_dropped() > 0)
-    o += paint(fit(fmt::format("  INCOMPLETE: the kernel dropped {} events; shares may be off",
-                               r.drops.total_dropped())),
-               "1;31") +
-         "\n";
+  if (r.drops.incomplete()) {
+    std::string why = wrap("  INCOMPLETE: ", incomplete_reason(r.drops) + "; shares may be off", "    ");
+    if (!why.empty() && why.back() == '\n') why.pop_back();
+    o += paint(why, "1;31") + "\n";
+  }
   if (!r.capture_end.empty())
-    o += paint(fit(fmt::format("  INCOMPLETE: the capture ended early ({})", r.capture_end)),
-               "1;31") +
-         "\n";
+    o += paint(fit(fmt::format("  INCOMPLETE: the capture ended early ({})", r.capture_end)), "1;31") + "\n";
 
   if (!job.ranks.empty()) {
     // 2. Per-step table (first rank; every rank with -v).
@@ -264,11 +262,11 @@ std::string format_report_text(const SessionReport& r, const TextStyle& style) {
 
   // 6. Footer: events, drops per class, the tracer's own cost.
   o += "\n" + paint("Events and overhead", "1") + "\n";
-  std::string footer = fmt::format("steptrace: {:.2f} s traced, {} records, {} dropped{}", r.wall_s, r.records,
-                                   r.drops.total_dropped(),
-                                   r.drops.total_dropped() > 0 ? " (INCOMPLETE: events were lost)"
-                                   : r.incomplete()            ? " (INCOMPLETE: the capture ended early)"
-                                                               : "");
+  uint64_t lost = 0;
+  for (uint64_t n : r.drops.losses) lost += n;
+  std::string footer = fmt::format("steptrace: {:.2f} s traced, {} records, {} dropped, {} lost in the kernel{}",
+                                   r.wall_s, r.records, r.drops.total_dropped(), lost,
+                                   r.incomplete() ? " (INCOMPLETE)" : "");
   o += paint(fit(footer), r.incomplete() ? "31" : "0") + "\n";
   std::string kinds;
   for (int k = 1; k < ST_EV_KIND_MAX; ++k) {
@@ -277,6 +275,17 @@ std::string format_report_text(const SessionReport& r, const TextStyle& style) {
                          r.drops.emitted[k], r.drops.dropped[k]);
   }
   if (!kinds.empty()) o += wrap("  emitted/dropped: ", kinds, "    ");
+  // Losses next to the drops: every kind that happened, and any that could not be measured.
+  std::string losses;
+  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k) {
+    std::string item;
+    if (k == ST_LOSS_KRETPROBE_MISSED && r.drops.kretprobe == LossMeasure::not_measurable)
+      item = fmt::format("{} not measurable (kernel < 6.7)", loss_name(k));
+    else if (r.drops.losses[k])
+      item = fmt::format("{} {} ({})", loss_name(k), r.drops.losses[k], loss_text(k));
+    if (!item.empty()) losses += (losses.empty() ? "" : "; ") + item;
+  }
+  if (!losses.empty()) o += wrap("  lost: ", losses, "    ");
   if (r.decode.unknown_kind || r.decode.bad_size)
     o += fmt::format("  undecodable: {} unknown kind, {} bad size\n", r.decode.unknown_kind, r.decode.bad_size);
   o += fit(fmt::format("  tracer CPU {:.3f} s ({:.2f}% of one core), ring {} MiB drained every {} ms",

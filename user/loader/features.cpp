@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <initializer_list>
 
 #include "loader/kernel_text.h"
 #include "util/sys_root.h"
@@ -21,6 +23,33 @@ bool btf_has_tracepoint(const struct btf* btf, const char* name) {
   char buf[128];
   std::snprintf(buf, sizeof(buf), "btf_trace_%s", name);
   return btf__find_by_name_kind(btf, buf, BTF_KIND_TYPEDEF) > 0;
+}
+
+// Member `name` of struct/union type `id`, looking through anonymous
+// members; the member's type id (modifiers skipped), or 0.
+int btf_member_type(const struct btf* btf, int id, const char* name, int depth = 0) {
+  const struct btf_type* t = btf__type_by_id(btf, static_cast<__u32>(id));
+  if (!t || depth > 4 || (!btf_is_struct(t) && !btf_is_union(t))) return 0;
+  const struct btf_member* m = btf_members(t);
+  for (int i = 0; i < btf_vlen(t); ++i, ++m) {
+    const char* n = btf__name_by_offset(btf, m->name_off);
+    int mt = btf__resolve_type(btf, m->type);
+    if (mt < 0) continue;
+    if (n && std::strcmp(n, name) == 0) return mt;
+    if ((!n || !*n) && mt > 0)
+      if (int r = btf_member_type(btf, mt, name, depth + 1); r > 0) return r;
+  }
+  return 0;
+}
+
+// Does `struct root` have the member path `path` (anonymous members looked through)?
+bool btf_has_member_path(const struct btf* btf, const char* root, std::initializer_list<const char*> path) {
+  int id = btf__find_by_name_kind(btf, root, BTF_KIND_STRUCT);
+  for (const char* p : path) {
+    if (id <= 0) return false;
+    id = btf_member_type(btf, id, p);
+  }
+  return id > 0;
 }
 
 }  // namespace
@@ -39,6 +68,9 @@ KernelFeatures probe_features(const std::string& btf_override) {
     f.tp_sock_length = btf_has_tracepoint(btf, "sock_send_length") && btf_has_tracepoint(btf, "sock_recv_length");
     f.tp_task_rename = btf_has_tracepoint(btf, "task_rename");
     f.tp_block_rq = btf_has_tracepoint(btf, "block_rq_issue") && btf_has_tracepoint(btf, "block_rq_complete");
+    f.tp_block_rq_requeue = btf_has_tracepoint(btf, "block_rq_requeue");
+    f.tp_block_rq_merge = btf_has_tracepoint(btf, "block_rq_merge");
+    f.link_kprobe_missed = btf_has_member_path(btf, "bpf_link_info", {"perf_event", "kprobe", "missed"});
     f.tp_inet_sock_set_state = btf_has_tracepoint(btf, "inet_sock_set_state");
     f.tp_tcp_retransmit = btf_has_tracepoint(btf, "tcp_retransmit_skb");
     f.tp_sys_enter = btf_has_tracepoint(btf, "sys_enter");

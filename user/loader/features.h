@@ -22,12 +22,16 @@ struct KernelFeatures {
   bool tp_sock_length = false;   // sock:sock_send_length / sock_recv_length (>= 6.3)
   bool tp_task_rename = false;
   bool tp_block_rq = false;
+  bool tp_block_rq_requeue = false;  // keep a requeued request's owner (block.bpf.c)
+  bool tp_block_rq_merge = false;    // forget a request merged into another
   bool tp_inet_sock_set_state = false;
   bool tp_tcp_retransmit = false;
   bool tp_sys_enter = false;
   // Kprobe-tier targets.
   bool kprobe_tcp = false;         // tcp_sendmsg and tcp_recvmsg are functions in the kernel's BTF
   bool neuron_ioctl_sym = false;   // ncdev_ioctl of the neuron module in /proc/kallsyms
+  // bpf_link_info reports a kprobe link's missed count (perf_event.kprobe.missed, >= 6.7).
+  bool link_kprobe_missed = false;
   // neuron:* driver tracepoints present with the layout steptrace reads, and
   // those present but skipped ("event: reason").
   std::vector<std::string> neuron_tps, neuron_tps_skipped;

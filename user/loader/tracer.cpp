@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -22,6 +23,79 @@ uint32_t kernel_dev_from_user(uint64_t st_dev) {
 }
 
 // DropStats' totals are in drop_stats.cpp: replay and the report fuzzer use them without libbpf.
+
+uint64_t DropStats::attribution_losses() const {
+  uint64_t t = 0;
+  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k)
+    if (loss_affects_attribution(k)) t += losses[k];
+  return t;
+}
+
+DropStats& DropStats::operator+=(const DropStats& o) {
+  for (int k = 0; k < ST_EV_KIND_MAX; ++k) {
+    emitted[k] += o.emitted[k];
+    dropped[k] += o.dropped[k];
+  }
+  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k) losses[k] += o.losses[k];
+  // Not measurable anywhere beats measured; measured beats not attached.
+  if (o.kretprobe == LossMeasure::not_measurable || kretprobe == LossMeasure::not_attached) kretprobe = o.kretprobe;
+  return *this;
+}
+
+DropStats DropStats::since(const DropStats& base) const {
+  DropStats d = *this;
+  auto sub = [](uint64_t a, uint64_t b) { return a - std::min(a, b); };
+  for (int k = 0; k < ST_EV_KIND_MAX; ++k) {
+    d.emitted[k] = sub(emitted[k], base.emitted[k]);
+    d.dropped[k] = sub(dropped[k], base.dropped[k]);
+  }
+  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k) d.losses[k] = sub(losses[k], base.losses[k]);
+  return d;
+}
+
+namespace {
+struct LossInfo {
+  std::string_view name, text;
+  bool attribution;
+};
+// Indexed by enum st_loss_kind.
+constexpr LossInfo kLosses[ST_LOSS_KIND_MAX] = {
+    {"fork_target_full", "new processes not followed (target map full)", true},
+    {"block_rq_full", "block requests not tracked (request map full)", true},
+    {"sock_evicted", "sockets evicted from the socket map (later retransmits/state changes unattributed)", true},
+    // Only the daemon's per-process counters (level aggregated and up); no verdict comes from them.
+    {"agg_evicted", "per-process aggregates evicted (their counts restart)", false},
+    {"kretprobe_missed", "kretprobe returns missed (calls without a record)", true},
+    {"target_add_failed", "processes that could not be added to the target set", true},
+};
+}  // namespace
+
+std::string_view loss_name(int kind) {
+  return kind >= 0 && kind < ST_LOSS_KIND_MAX ? kLosses[kind].name : std::string_view("unknown");
+}
+std::string_view loss_text(int kind) {
+  return kind >= 0 && kind < ST_LOSS_KIND_MAX ? kLosses[kind].text : std::string_view("unknown loss");
+}
+bool loss_affects_attribution(int kind) { return kind >= 0 && kind < ST_LOSS_KIND_MAX && kLosses[kind].attribution; }
+
+std::string_view loss_measure_name(LossMeasure m) {
+  switch (m) {
+    case LossMeasure::measured: return "measured";
+    case LossMeasure::not_measurable: return "not_measurable";
+    case LossMeasure::not_attached: break;
+  }
+  return "not_attached";
+}
+
+std::string incomplete_reason(const DropStats& d) {
+  std::string o;
+  if (d.total_dropped() > 0) o = fmt::format("the kernel dropped {} events", d.total_dropped());
+  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k) {
+    if (!loss_affects_attribution(k) || d.losses[k] == 0) continue;
+    o += fmt::format("{}{} {}", o.empty() ? "" : "; ", d.losses[k], loss_text(k));
+  }
+  return o;
+}
 
 void BpfTracer::SkelDeleter::operator()(steptrace_bpf* s) const { steptrace_bpf__destroy(s); }
 
@@ -56,6 +130,10 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
   cfg.uverbs_major = settings_.uverbs_major;
   cfg.rdma_verbs = settings_.rdma_verbs ? 1 : 0;
 
+  if (settings_.max_targets && bpf_map__set_max_entries(skel_->maps.st_targets, settings_.max_targets))
+    return make_error("cannot size the target map");
+  if (settings_.max_socks && bpf_map__set_max_entries(skel_->maps.st_socks, settings_.max_socks))
+    return make_error("cannot size the socket map");
   if (bpf_map__set_max_entries(skel_->maps.st_proc_agg_map, std::max<uint32_t>(settings_.agg_processes, 1)))
     return make_error("cannot size the aggregation map");
   if (bpf_map__set_max_entries(skel_->maps.st_events, static_cast<uint32_t>(settings_.ring_bytes)))
@@ -103,6 +181,9 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
     off(skel_->progs.st_block_rq_issue);
     off(skel_->progs.st_block_rq_complete);
   }
+  if (!(sub & ST_SUB_BLOCK) || !f.tp_block_rq || !f.tp_block_rq_requeue) off(skel_->progs.st_block_rq_requeue);
+  if (!(sub & ST_SUB_BLOCK) || !f.tp_block_rq || !f.tp_block_rq_merge) off(skel_->progs.st_block_rq_merge);
+  link_missed_ = f.link_kprobe_missed;
   if (!plan_.net_tp) {
     off(skel_->progs.st_sock_send_length);
     off(skel_->progs.st_sock_recv_length);
@@ -151,6 +232,8 @@ Status BpfTracer::attach_optional() {
     bpf_link* l = bpf_program__attach(p);
     if (!l) return -errno;
     extra_links_.push_back(l);
+    const char* sec = bpf_program__section_name(p);
+    if (std::strncmp(sec, "kretprobe/", 10) == 0) kret_links_.push_back(l);
     return 0;
   };
   if (plan_.accel_kprobe) {
@@ -195,10 +278,14 @@ Status BpfTracer::attach_optional() {
   return Ok{};
 }
 
-Status BpfTracer::add_target(uint32_t tgid) {
+Status BpfTracer::add_target(uint32_t tgid, int* err_no) {
   uint8_t one = 1;
-  if (bpf_map__update_elem(skel_->maps.st_targets, &tgid, sizeof(tgid), &one, sizeof(one), BPF_ANY))
-    return make_error(fmt::format("cannot add pid {} to the target set: {}", tgid, std::strerror(errno)));
+  if (bpf_map__update_elem(skel_->maps.st_targets, &tgid, sizeof(tgid), &one, sizeof(one), BPF_ANY)) {
+    int e = errno;
+    if (err_no) *err_no = e;
+    return make_error(fmt::format("cannot add pid {} to the target set: {}", tgid,
+                                  e == E2BIG ? "the target map is full" : std::strerror(e)));
+  }
   return Ok{};
 }
 
@@ -264,10 +351,49 @@ Result<std::map<uint32_t, st_proc_agg>> BpfTracer::read_proc_agg() const {
 }
 
 void BpfTracer::forget_proc_agg(uint32_t tgid) {
-  (void)bpf_map__delete_elem(skel_->maps.st_proc_agg_map, &tgid, sizeof(tgid), 0);
+  if (bpf_map__delete_elem(skel_->maps.st_proc_agg_map, &tgid, sizeof(tgid), 0) == 0) ++agg_forgotten_;
 }
 
 int BpfTracer::ring_map_fd() const { return bpf_map__fd(skel_->maps.st_events); }
+
+namespace {
+
+// Keys in a hash map now. Batched where the kernel can (one call for
+// thousands of sockets), else key by key; bounded either way.
+uint64_t count_keys(const bpf_map* m) {
+  const uint32_t max = bpf_map__max_entries(m);
+  const size_t ksz = bpf_map__key_size(m), vsz = bpf_map__value_size(m);
+  if (bpf_map__type(m) == BPF_MAP_TYPE_LRU_HASH || bpf_map__type(m) == BPF_MAP_TYPE_HASH) {
+    std::vector<uint8_t> keys(static_cast<size_t>(max) * ksz), vals(static_cast<size_t>(max) * vsz);
+    uint64_t in = 0, out = 0, n = 0;
+    bool first = true;
+    for (int rounds = 0; rounds < 64; ++rounds) {
+      uint32_t count = max - static_cast<uint32_t>(std::min<uint64_t>(n, max));
+      if (count == 0) return n;
+      LIBBPF_OPTS(bpf_map_batch_opts, o);
+      int err = bpf_map_lookup_batch(bpf_map__fd(m), first ? nullptr : &in, &out, keys.data(), vals.data(), &count, &o);
+      n += count;
+      if (err) {
+        if (errno == ENOENT) return n;  // walked to the end
+        break;                          // no batch support: key by key
+      }
+      first = false;
+      in = out;
+    }
+  }
+  uint64_t n = 0;
+  std::vector<uint8_t> key(ksz), next(ksz);
+  const void* prev = nullptr;
+  for (uint64_t budget = 2ull * max + 2; budget > 0; --budget) {
+    if (bpf_map__get_next_key(m, prev, next.data(), ksz) != 0) break;
+    ++n;
+    key = next;
+    prev = key.data();
+  }
+  return std::min<uint64_t>(n, max);
+}
+
+}  // namespace
 
 Result<DropStats> BpfTracer::read_stats() const {
   int ncpu = libbpf_num_possible_cpus();
@@ -283,6 +409,66 @@ Result<DropStats> BpfTracer::read_stats() const {
       d.emitted[k] += c.emitted[k];
       d.dropped[k] += c.dropped[k];
     }
+  }
+  // Losses, read twice around the key counts: evictions = added (first read)
+  // - removed (second read) - present (between) is never more than the truth
+  // while programs keep adding and removing keys.
+  std::vector<st_losses> lc(static_cast<size_t>(ncpu));
+  auto read_losses = [&](st_losses* sum) -> bool {
+    if (bpf_map__lookup_elem(skel_->maps.st_loss_map, &zero, sizeof(zero), lc.data(), lc.size() * sizeof(st_losses),
+                             0))
+      return false;
+    *sum = {};
+    for (const auto& c : lc) {
+      for (int k = 0; k < ST_LOSS_KIND_MAX; ++k) sum->lost[k] += c.lost[k];
+      for (int k = 0; k < ST_LEDGER_MAX; ++k) sum->ledger[k] += c.ledger[k];
+    }
+    return true;
+  };
+  st_losses first{}, second{};
+  if (!read_losses(&first)) return make_error(fmt::format("cannot read loss counters: {}", std::strerror(errno)));
+  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k) d.losses[k] = first.lost[k];
+  const uint64_t socks_added = first.ledger[ST_LEDGER_SOCK_ADDED];
+  const uint64_t agg_added = first.ledger[ST_LEDGER_AGG_ADDED];
+  uint64_t socks_now = 0, agg_now = 0;
+  if (socks_added > 0) socks_now = count_keys(skel_->maps.st_socks);
+  if (agg_added > 0) agg_now = count_keys(skel_->maps.st_proc_agg_map);
+  if (!read_losses(&second)) return make_error(fmt::format("cannot read loss counters: {}", std::strerror(errno)));
+  const uint64_t socks_gone = second.ledger[ST_LEDGER_SOCK_REMOVED] + socks_now;
+  if (socks_added > socks_gone) sock_evicted_ = std::max(sock_evicted_, socks_added - socks_gone);
+  const uint64_t agg_gone = agg_forgotten_ + agg_now;
+  if (agg_added > agg_gone) agg_evicted_ = std::max(agg_evicted_, agg_added - agg_gone);
+  d.losses[ST_LOSS_SOCK_EVICTED] += sock_evicted_;
+  d.losses[ST_LOSS_AGG_EVICTED] += agg_evicted_;
+
+  // kretprobe misses: the kernel counts them per kprobe and reports them in
+  // the perf link's info from 6.7 on (perf_event.kprobe.missed). Older
+  // kernels, and links that are not BPF links (no perf link support), cannot
+  // say: "not measurable", never a silent zero.
+  if (!kret_links_.empty()) {
+    d.kretprobe = link_missed_ ? LossMeasure::measured : LossMeasure::not_measurable;
+    for (auto* l : kret_links_) {
+      if (d.kretprobe != LossMeasure::measured) break;
+      // struct bpf_link_info up to perf_event.kprobe (uapi of 6.7+; the
+      // installed headers predate it). Only the fields read are named.
+      struct {
+        uint32_t type, id, prog_id, pad0;
+        uint32_t perf_type, pad1;
+        uint64_t func_name;
+        uint32_t name_len, offset;
+        uint64_t addr, missed, cookie;
+      } info{};
+      static_assert(offsetof(decltype(info), missed) == 48, "bpf_link_info.perf_event.kprobe.missed");
+      uint32_t len = sizeof(info);
+      constexpr uint32_t kLinkPerfEvent = 7, kPerfEventKretprobe = 4;  // BPF_LINK_TYPE_PERF_EVENT, BPF_PERF_EVENT_KRETPROBE
+      if (bpf_obj_get_info_by_fd(bpf_link__fd(l), &info, &len) != 0 || info.type != kLinkPerfEvent ||
+          info.perf_type != kPerfEventKretprobe) {
+        d.kretprobe = LossMeasure::not_measurable;
+        break;
+      }
+      d.losses[ST_LOSS_KRETPROBE_MISSED] += info.missed;
+    }
+    if (d.kretprobe != LossMeasure::measured) d.losses[ST_LOSS_KRETPROBE_MISSED] = 0;
   }
   return d;
 }

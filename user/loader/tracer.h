@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "loader/features.h"
@@ -37,14 +38,47 @@ struct TracerSettings {
   // Entries of the per-process aggregation map (set_aggregate); 0: aggregation
   // is never used, the map gets one entry (it is preallocated per CPU).
   uint32_t agg_processes = 0;
+  // Entries of the target set (st_targets); 0 = ST_MAX_TARGETS. Tests shrink
+  // it to fill it with a few processes.
+  uint32_t max_targets = 0;
+  // Entries of the socket owner LRU (st_socks); 0 = ST_MAX_SOCKS. Tests shrink it to make it evict.
+  uint32_t max_socks = 0;
+};
+
+// Whether a loss kind could be measured in this session.
+enum class LossMeasure : uint8_t {
+  measured = 0,
+  not_attached = 1,    // nothing that could lose it ran (no kretprobe tier)
+  not_measurable = 2,  // it ran, but this kernel cannot say (kretprobe misses before 6.7)
 };
 
 struct DropStats {
   uint64_t emitted[ST_EV_KIND_MAX] = {};
   uint64_t dropped[ST_EV_KIND_MAX] = {};
+  uint64_t losses[ST_LOSS_KIND_MAX] = {};  // enum st_loss_kind
+  LossMeasure kretprobe = LossMeasure::not_attached;  // ST_LOSS_KRETPROBE_MISSED
   uint64_t total_emitted() const;
   uint64_t total_dropped() const;
+  // Losses that leave a traced task's time or events unattributed.
+  uint64_t attribution_losses() const;
+  // Events dropped or attribution lost: the verdict is INCOMPLETE.
+  bool incomplete() const { return total_dropped() > 0 || attribution_losses() > 0; }
+  // Counters of another tracer (the daemon rebuilds them) added to these.
+  DropStats& operator+=(const DropStats& o);
+  // These counters since `base` (an earlier read of the same tracer).
+  DropStats since(const DropStats& base) const;
 };
+
+// Stable names of the loss kinds (capture trailers, reports, metrics).
+std::string_view loss_name(int kind);
+// What a loss of `kind` means, for people ("new processes not followed (target map full)").
+std::string_view loss_text(int kind);
+// Whether a loss of `kind` leaves traced work unattributed (then INCOMPLETE).
+bool loss_affects_attribution(int kind);
+// "measured", "not_attached", "not_measurable".
+std::string_view loss_measure_name(LossMeasure m);
+// One line for the report: "the kernel dropped 12 events; 3 new processes not followed (target map full)".
+std::string incomplete_reason(const DropStats& d);
 
 // One loaded program's cumulative run time (kernel BPF stats; counted only
 // while some process holds bpf_enable_stats(BPF_STATS_RUN_TIME)).
@@ -61,7 +95,8 @@ class BpfTracer {
   BpfTracer(const BpfTracer&) = delete;
   BpfTracer& operator=(const BpfTracer&) = delete;
 
-  Status add_target(uint32_t tgid);
+  // *err_no (when given) gets the errno of a failure: E2BIG when the set is full.
+  Status add_target(uint32_t tgid, int* err_no = nullptr);
   Status add_accel_dev(uint32_t kernel_dev, uint64_t ino, uint32_t index);
   // Uprobe on `func` in the ELF at `binary` (all processes; the BPF side filters targets).
   Status attach_uprobe(const std::string& binary, const std::string& func, uint32_t probe_id, bool ret);
@@ -76,6 +111,8 @@ class BpfTracer {
   void forget_proc_agg(uint32_t tgid);
 
   int ring_map_fd() const;
+  // Ring drops, emitted counts and losses (st_loss_map, the LRU evictions
+  // derived from its ledger, kretprobe misses from the links).
   Result<DropStats> read_stats() const;
   // Run time of every loaded program (zero unless BPF run-time stats are on).
   std::vector<ProgRunStats> prog_stats() const;
@@ -94,6 +131,11 @@ class BpfTracer {
   };
   std::unique_ptr<steptrace_bpf, SkelDeleter> skel_;
   std::vector<::bpf_link*> extra_links_;
+  std::vector<::bpf_link*> kret_links_;  // kretprobe links (also in extra_links_): their misses
+  bool link_missed_ = false;             // this kernel's link info reports kprobe misses
+  uint64_t agg_forgotten_ = 0;           // keys forget_proc_agg deleted (not evictions)
+  // Derived evictions only grow: a read that overlaps map churn can come out low.
+  mutable uint64_t sock_evicted_ = 0, agg_evicted_ = 0;
   std::vector<AttachTier> tiers_;
   TierPlan plan_;
   TracerSettings settings_;

@@ -102,7 +102,8 @@ std::string format_job_text(const JobAnalysis& job) {
 std::string format_summary_text(const SessionReport& r) {
   std::string o = format_job_text(r.job);
   o += fmt::format("\nsteptrace: {:.2f} s traced, {} records, {} dropped{}\n", r.wall_s, r.records,
-                   r.drops.total_dropped(), r.drops.total_dropped() > 0 ? " (INCOMPLETE: events were lost)" : "");
+                   r.drops.total_dropped(),
+                   r.drops.incomplete() ? " (INCOMPLETE: " + incomplete_reason(r.drops) + ")" : "");
   if (!r.capture_end.empty()) o += fmt::format("INCOMPLETE: the capture ended early ({})\n", r.capture_end);
   o += "\nThreads (ms)\n";
   o += fmt::format("{:>7} {:>7} {:<16} {:>9} {:>9} {:>9} {:>9} {:>6} {:>7}  {}\n", "PID", "TID", "COMM", "ON-CPU",
@@ -153,6 +154,15 @@ std::string format_summary_text(const SessionReport& r) {
   }
   if (r.decode.unknown_kind || r.decode.bad_size)
     o += fmt::format("  undecodable: {} unknown kind, {} bad size\n", r.decode.unknown_kind, r.decode.bad_size);
+  o += "\nLosses in the kernel (state a collector could not keep)\n";
+  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k) {
+    if (k == ST_LOSS_KRETPROBE_MISSED && r.drops.kretprobe == LossMeasure::not_measurable) {
+      o += fmt::format("  {:<18} not measurable on this kernel (< 6.7)\n", loss_name(k));
+      continue;
+    }
+    o += fmt::format("  {:<18} {:>10}{}\n", loss_name(k), r.drops.losses[k],
+                     r.drops.losses[k] ? fmt::format("  {}", loss_text(k)) : "");
+  }
   o += "\nAttach tiers\n";
   for (const auto& t : r.tiers) o += fmt::format("  {:<8} {}\n", t.collector, t.tier);
   o += fmt::format("\nTracer: {:.3f} s CPU ({:.2f}% of one core), ring {} MiB drained every {} ms\n", r.tracer_cpu_s,
@@ -253,6 +263,13 @@ nlohmann::json summary_json(const SessionReport& r) {
     kinds[std::string(kind_name(static_cast<uint32_t>(k)))] = {{"emitted", r.drops.emitted[k]},
                                                                {"dropped", r.drops.dropped[k]}};
   j["events"] = kinds;
+  json losses = json::object();
+  for (int k = 0; k < ST_LOSS_KIND_MAX; ++k)
+    losses[std::string(loss_name(k))] = {
+        {"count", r.drops.losses[k]},
+        {"affects_attribution", loss_affects_attribution(k)},
+        {"measurable", !(k == ST_LOSS_KRETPROBE_MISSED && r.drops.kretprobe == LossMeasure::not_measurable)}};
+  j["losses"] = losses;
   j["decode"] = {{"unknown_kind", r.decode.unknown_kind}, {"bad_size", r.decode.bad_size}};
   json threads = json::array();
   for (const auto* t : sorted_threads(r)) {

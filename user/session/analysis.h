@@ -60,7 +60,8 @@ struct SessionReport {
   std::string capture_end;
   // record: the capture could not be written in full (steptrace exits non-zero).
   std::string capture_error;
-  bool incomplete() const { return drops.total_dropped() > 0 || !capture_end.empty(); }
+  // Events dropped, traced work left unattributed by a loss, or a capture cut short.
+  bool incomplete() const { return drops.incomplete() || !capture_end.empty(); }
 };
 
 // A capture that did not end complete: the verdict covers only what it holds.

@@ -157,6 +157,8 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   ts.ring_bytes = static_cast<uint64_t>(o.ring_mib) << 20;
   ts.btf_path = o.btf_path;
   ts.allow_kprobes = o.allow_kprobes;
+  ts.max_targets = o.max_targets;
+  ts.max_socks = o.max_socks;
   s->dev_files_ = DevFileSet(o.accel_devs, o.rdma_devs);
   ts.n_accel_devs = s->dev_files_.size();
   ts.neuron_major = root.char_major("neuron").value_or(0);
@@ -341,7 +343,11 @@ Status Session::poll() {
     std::vector<uint32_t> pids;
     for (const auto& [tid, t] : report_.analysis.threads.threads())
       if (t.pid == tid) pids.push_back(t.pid);
-    signals_->tick(monotonic_ns(), pids);
+    // Processes that drove an accelerator are the ones with a datastore: served first.
+    std::set<uint32_t> accel;
+    for (const auto& [tid_cmd, agg] : report_.analysis.collectors.accel_by_tid_cmd)
+      if (const ThreadInfo* t = report_.analysis.threads.find(tid_cmd.first)) accel.insert(t->pid);
+    signals_->tick(monotonic_ns(), pids, accel);
   }
   return Ok{};
 }

@@ -84,10 +84,54 @@ const char* nds_error_text(NdsError e) {
   return "?";
 }
 
+int NdsDeviceOps::open_device(const std::string& path) {
+  // ACQUIRE needs a normal open (an O_WRONLY "free access" handle cannot).
+  return ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+}
+
+int NdsDeviceOps::acquire(int fd, uint32_t pid, uint64_t* mmap_offset, uint32_t* size) {
+  neuron_arg_neuron_ds_info a{};
+  a.pid = static_cast<int32_t>(pid);
+  int rc;
+  do {
+    rc = ::ioctl(fd, NEURON_CMD_ACQUIRE_NEURON_DS, &a);
+  } while (rc < 0 && errno == EINTR);
+  if (rc < 0) return -1;
+  *mmap_offset = a.mmap_offset;
+  *size = a.size;
+  return 0;
+}
+
+const uint8_t* NdsDeviceOps::map(int fd, const std::string& dev_path, uint64_t offset, size_t size) {
+  int map_fd = fd;
+  int window = -1;
+  struct stat st {};
+  std::string win = dev_path + ".nds";
+  if (::stat(win.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    window = ::open(win.c_str(), O_RDONLY | O_CLOEXEC);
+    if (window >= 0) map_fd = window;
+  }
+  void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, map_fd, static_cast<off_t>(offset));
+  int map_errno = errno;
+  if (window >= 0) ::close(window);
+  errno = map_errno;
+  return m == MAP_FAILED ? nullptr : static_cast<const uint8_t*>(m);
+}
+
+void NdsDeviceOps::unmap(const uint8_t* p, size_t size) { ::munmap(const_cast<uint8_t*>(p), size); }
+
+void NdsDeviceOps::close_device(int fd) { ::close(fd); }
+
+NdsDeviceOps& system_nds_ops() {
+  static NdsDeviceOps ops;
+  return ops;
+}
+
 NdsView::NdsView(NdsView&& o) noexcept { *this = std::move(o); }
 NdsView& NdsView::operator=(NdsView&& o) noexcept {
   if (this != &o) {
     close();
+    ops_ = o.ops_;
     fd_ = o.fd_;
     map_ = o.map_;
     size_ = o.size_;
@@ -100,57 +144,52 @@ NdsView& NdsView::operator=(NdsView&& o) noexcept {
 NdsView::~NdsView() { close(); }
 
 void NdsView::close() {
-  if (map_) ::munmap(const_cast<uint8_t*>(map_), size_);
+  if (map_ && ops_) ops_->unmap(map_, size_);
   // No RELEASE: for a foreign pid the driver ignores it anyway, and closing
   // the fd detaches this reader.
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0 && ops_) ops_->close_device(fd_);
   map_ = nullptr;
   fd_ = -1;
   size_ = 0;
 }
 
-NdsError NdsView::open(const std::string& dev_path, uint32_t pid, int* err_no) {
+NdsError NdsView::open(const std::string& dev_path, uint32_t pid, int* err_no, NdsDeviceOps& ops) {
   close();
+  ops_ = &ops;
+  int fd = ops.open_device(dev_path);
+  if (fd < 0) {
+    if (err_no) *err_no = errno;
+    return errno == EACCES || errno == EPERM ? NdsError::no_permission : NdsError::no_device;
+  }
+  NdsError e = attach(fd, dev_path, pid, err_no, ops);
+  if (e == NdsError::none) fd_ = fd;  // owned from now on
+  else ops.close_device(fd);
+  return e;
+}
+
+NdsError NdsView::attach(int dev_fd, const std::string& dev_path, uint32_t pid, int* err_no, NdsDeviceOps& ops) {
+  close();
+  ops_ = &ops;
   auto fail = [&](NdsError e) {
     if (err_no) *err_no = errno;
     close();
     return e;
   };
-  // ACQUIRE needs a normal open (an O_WRONLY "free access" handle cannot).
-  fd_ = ::open(dev_path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd_ < 0) return fail(errno == EACCES || errno == EPERM ? NdsError::no_permission : NdsError::no_device);
-  neuron_arg_neuron_ds_info a{};
-  a.pid = static_cast<int32_t>(pid);
-  int rc;
-  do {
-    rc = ::ioctl(fd_, NEURON_CMD_ACQUIRE_NEURON_DS, &a);
-  } while (rc < 0 && errno == EINTR);
-  if (rc < 0) {
+  uint64_t offset = 0;
+  uint32_t size = 0;
+  if (ops.acquire(dev_fd, pid, &offset, &size) < 0) {
     if (errno == ENOENT) return fail(NdsError::no_datastore);
     if (errno == EACCES || errno == EPERM) return fail(NdsError::no_permission);
     return fail(NdsError::unsupported);  // ENOTTY/EINVAL: nr 71 unknown to this driver
   }
-  if (a.size < kNdsRequiredBytes || a.size > (64u << 20)) {
+  if (size < kNdsRequiredBytes || size > (64u << 20)) {
     errno = EINVAL;
     return fail(NdsError::bad_layout);
   }
-  int map_fd = fd_;
-  int window = -1;
-  struct stat st {};
-  std::string win = dev_path + ".nds";
-  if (::stat(win.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-    window = ::open(win.c_str(), O_RDONLY | O_CLOEXEC);
-    if (window >= 0) map_fd = window;
-  }
-  void* m = ::mmap(nullptr, a.size, PROT_READ, MAP_SHARED, map_fd, static_cast<off_t>(a.mmap_offset));
-  int map_errno = errno;
-  if (window >= 0) ::close(window);
-  if (m == MAP_FAILED) {
-    errno = map_errno;
-    return fail(NdsError::map_failed);
-  }
-  map_ = static_cast<const uint8_t*>(m);
-  size_ = a.size;
+  const uint8_t* m = ops.map(dev_fd, dev_path, offset, size);
+  if (!m) return fail(NdsError::map_failed);
+  map_ = m;
+  size_ = size;
   return NdsError::none;
 }
 

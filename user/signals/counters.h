@@ -61,6 +61,23 @@ bool nds_header_ok(const uint8_t* slab, size_t size);
 enum class NdsError { none, no_device, no_permission, unsupported, no_datastore, map_failed, bad_layout };
 const char* nds_error_text(NdsError e);
 
+// The system calls the datastore reader makes on a Neuron device. The real
+// ones by default; tests substitute a fake that counts (and answers) them.
+class NdsDeviceOps {
+ public:
+  virtual ~NdsDeviceOps() = default;
+  // open(2) O_RDWR: the fd, or -1 with errno.
+  virtual int open_device(const std::string& path);
+  // ACQUIRE_NEURON_DS(pid): 0 with the mapping's offset and size, or -1 with errno.
+  virtual int acquire(int fd, uint32_t pid, uint64_t* mmap_offset, uint32_t* size);
+  // Read-only mapping of (offset, size) on fd, or from the window file
+  // <dev_path>.nds when there is one; nullptr with errno.
+  virtual const uint8_t* map(int fd, const std::string& dev_path, uint64_t offset, size_t size);
+  virtual void unmap(const uint8_t* p, size_t size);
+  virtual void close_device(int fd);
+};
+NdsDeviceOps& system_nds_ops();
+
 // A read-only view of one process's datastore on one device.
 class NdsView {
  public:
@@ -70,18 +87,24 @@ class NdsView {
   NdsView(NdsView&& o) noexcept;
   NdsView& operator=(NdsView&& o) noexcept;
   ~NdsView();
-  // open(device path) normally (attaches like any client), ACQUIRE with
-  // `pid`, map (mmap_offset, size) read-only. A device that names a window
-  // file next to itself (<device>.nds: trainsim's FUSE device, which cannot
-  // map memory) is mapped from that file at the same offset.
-  NdsError open(const std::string& dev_path, uint32_t pid, int* err_no = nullptr);
+  // open(device path) normally (attaches like any client), then attach().
+  // The view owns that fd.
+  NdsError open(const std::string& dev_path, uint32_t pid, int* err_no = nullptr,
+                NdsDeviceOps& ops = system_nds_ops());
+  // ACQUIRE with `pid` on an fd the caller keeps open (one per device for a
+  // whole session), map (mmap_offset, size) read-only. A device that names a
+  // window file next to itself (<device>.nds: trainsim's FUSE device, which
+  // cannot map memory) is mapped from that file at the same offset.
+  NdsError attach(int dev_fd, const std::string& dev_path, uint32_t pid, int* err_no = nullptr,
+                  NdsDeviceOps& ops = system_nds_ops());
   const uint8_t* data() const { return map_; }
   size_t size() const { return size_; }
   bool ok() const { return map_ != nullptr; }
 
  private:
   void close();
-  int fd_ = -1;
+  NdsDeviceOps* ops_ = nullptr;
+  int fd_ = -1;  // owned (open()), -1 after attach() on a borrowed fd
   const uint8_t* map_ = nullptr;
   size_t size_ = 0;
 };

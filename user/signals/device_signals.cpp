@@ -37,32 +37,107 @@ void DeviceSignals::note_problem(NdsError e, int err_no) {
   d_.nds_problem = fmt::format("{} ({})", nds_error_text(e), std::strerror(err_no));
 }
 
-void DeviceSignals::try_attach(uint64_t now, uint32_t pid) {
-  auto [it, fresh] = pending_.try_emplace(pid, Pending{now, now});
+DeviceSignals::~DeviceSignals() {
+  attached_.clear();  // unmap before the device fds close
+  close_devices();
+}
+
+void DeviceSignals::close_devices() {
+  for (auto& [idx, f] : dev_fds_)
+    if (f.fd >= 0) ops().close_device(f.fd);
+  dev_fds_.clear();
+}
+
+// One fd per device for the session. A normal open attaches the opener as
+// one of the device's 16 processes (device-counters.md 1.2), so it is done
+// once, never per process or per attempt.
+int DeviceSignals::device_fd(uint64_t now, int idx, const std::string& path) {
+  DeviceFd& f = dev_fds_[idx];
+  if (f.fd >= 0) return f.fd;
+  if (now < f.retry_ns) return -1;
+  ++d_.device_opens;
+  int fd = ops().open_device(path);
+  if (fd >= 0) {
+    f.fd = fd;
+    return fd;
+  }
+  const int e = errno;
+  const bool perm = e == EACCES || e == EPERM;
+  note_problem(perm ? NdsError::no_permission : NdsError::no_device, e);
+  // No permission stays so; a device that went away may come back (driver reload).
+  f.retry_ns = perm ? UINT64_MAX : now + 5'000'000'000ull;
+  return -1;
+}
+
+// Serves processes not attached yet while the bucket has tokens: those seen
+// driving an accelerator first, then the rest in turn from where the last
+// tick stopped, so a long list is worked through instead of its head.
+void DeviceSignals::attach_due(uint64_t now, const std::vector<uint32_t>& pids,
+                               const std::set<uint32_t>& accel_pids) {
+  if (nds_unsupported_) return;
+  const double burst = std::max<double>(1, d_.cfg.attach_ioctl_burst);
+  tokens_ = tokens_at_ == 0 ? burst
+                            : std::min(burst, tokens_ + static_cast<double>(now - std::min(now, tokens_at_)) / 1e9 *
+                                                            d_.cfg.attach_ioctls_per_s);
+  tokens_at_ = now;
+  // false: stop serving this tick (a pass cut short resumes where it stopped).
+  auto serve = [&](uint32_t pid) {
+    if (tokens_ < 1 || nds_unsupported_) return false;
+    return attached_.count(pid) || try_attach(now, pid);
+  };
+  for (uint32_t pid : accel_pids)
+    if (!serve(pid)) return;
+  const uint32_t start = rr_next_;
+  for (int pass = 0; pass < 2; ++pass)
+    for (uint32_t pid : pids) {
+      if ((pass == 0) != (pid >= start) || accel_pids.count(pid)) continue;
+      const double before = tokens_;
+      if (!serve(pid)) {
+        if (tokens_ < before || tokens_ < 1) rr_next_ = pid;  // this one first next time
+        return;
+      }
+      if (tokens_ < before) rr_next_ = pid + 1;
+    }
+}
+
+bool DeviceSignals::try_attach(uint64_t now, uint32_t pid) {
+  auto [it, fresh] = pending_.try_emplace(pid, Pending{now, now, 0});
   Pending& p = it->second;
-  if (now < p.next_ns) return;
-  if (now - p.first_ns > d_.cfg.attach_give_up_ns) return;
-  // A rank acquires its datastore in nrt_init, right before its first
-  // executions, and each sample must see one execution: retry quickly at
-  // first (every 10 ms), then back off to attach_retry_ns.
-  p.next_ns = now + std::clamp<uint64_t>((now - p.first_ns) / 10, 10'000'000, d_.cfg.attach_retry_ns);
-  for (const auto& [idx, path] : d_.devices) {
+  if (now < p.next_ns) return true;
+  if (now - p.first_ns > d_.cfg.attach_give_up_ns) return true;
+  for (; p.next_dev < d_.devices.size(); ++p.next_dev) {
+    const auto& [idx, path] = d_.devices[p.next_dev];
+    int fd = device_fd(now, idx, path);
+    if (fd < 0) continue;
+    if (tokens_ < 1) return false;  // resume at this device
+    tokens_ -= 1;
+    ++d_.acquire_calls;
     NdsView v;
     int err_no = 0;
-    NdsError e = v.open(path, pid, &err_no);
+    NdsError e = v.attach(fd, path, pid, &err_no, ops());
     if (e == NdsError::none && !nds_header_ok(v.data(), v.size())) e = NdsError::bad_layout;
     if (e != NdsError::none) {
       note_problem(e, err_no);
       // A driver without NDS answers the same for every pid: stop asking.
-      if (e == NdsError::unsupported || e == NdsError::no_permission) p.next_ns = UINT64_MAX;
+      if (e == NdsError::unsupported || e == NdsError::no_permission) {
+        nds_unsupported_ = true;
+        return true;
+      }
       continue;
     }
     Attached a{idx, std::move(v), {}, now};
     d_.pid_device[pid] = idx;
     attached_.emplace(pid, std::move(a));
-    pending_.erase(pid);
-    return;  // one device per rank process (the first with its datastore)
+    pending_.erase(it);
+    return true;  // one device per rank process (the first with its datastore)
   }
+  // A whole pass and no datastore yet. A rank acquires its datastore in
+  // nrt_init, right before its first executions, and each sample must see
+  // one execution: retry quickly at first (every 10 ms), then back off to
+  // attach_retry_ns.
+  p.next_dev = 0;
+  p.next_ns = now + std::clamp<uint64_t>((now - p.first_ns) / 10, 10'000'000, d_.cfg.attach_retry_ns);
+  return true;
 }
 
 template <typename V, typename T>
@@ -100,7 +175,7 @@ void DeviceSignals::sample_nds(uint64_t now) {
   }
 }
 
-void DeviceSignals::tick(uint64_t now, const std::vector<uint32_t>& pids) {
+void DeviceSignals::tick(uint64_t now, const std::vector<uint32_t>& pids, const std::set<uint32_t>& accel_pids) {
   if (!d_.cfg.enabled) return;
   // The job may create its devices and adapters after the session started
   // (a simulator mounts them; a driver loads): look again now and then.
@@ -126,9 +201,7 @@ void DeviceSignals::tick(uint64_t now, const std::vector<uint32_t>& pids) {
         else if (it->rate_gbit <= 0) it->rate_gbit = found.rate_gbit;
       }
   }
-  if (!d_.devices.empty())
-    for (uint32_t pid : pids)
-      if (!attached_.count(pid)) try_attach(now, pid);
+  if (!d_.devices.empty()) attach_due(now, pids, accel_pids);
   sample_nds(now);
   if (!d_.efa_ports.empty() && now >= next_efa_) {
     next_efa_ = now + d_.cfg.efa_interval_ns;
@@ -197,6 +270,7 @@ void DeviceSignals::tick(uint64_t now, const std::vector<uint32_t>& pids) {
 
 SignalsData DeviceSignals::take() {
   attached_.clear();
+  close_devices();
   return std::move(d_);
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,16 @@ struct SignalsConfig {
   // Memory bound: samples kept per kind (NDS, EFA, sysfs). Past it, new
   // samples are counted in samples_dropped and the report says so.
   size_t max_samples = 262'144;
+  // Datastore attach attempts (one ACQUIRE_NEURON_DS ioctl each) across all
+  // processes together: a token bucket, so that `attach --all` with a
+  // thousand processes does not become a thousand ioctls per device per tick
+  // into the job's driver. Processes are served in turn; those seen issuing
+  // accelerator ioctls first.
+  double attach_ioctls_per_s = 500;
+  uint32_t attach_ioctl_burst = 64;
+  // The system calls on the devices (nullptr: the real ones). Each device is
+  // opened once per session, however many processes are attached.
+  NdsDeviceOps* ops = nullptr;
 };
 
 struct NdsSample {
@@ -61,13 +72,19 @@ struct SignalsData {
   std::map<uint32_t, std::string> comms;  // tid -> comm of attached processes' threads
   std::map<uint32_t, uint32_t> tid_pid;
   uint64_t samples_dropped = 0;  // over cfg.max_samples
+  uint64_t device_opens = 0;     // open(2) of /dev/neuronN (at most one per device, plus retries of failed ones)
+  uint64_t acquire_calls = 0;    // ACQUIRE_NEURON_DS ioctls issued
 };
 
 class DeviceSignals {
  public:
   explicit DeviceSignals(SignalsConfig cfg);
-  // One drain tick: attach new processes, sample what is due.
-  void tick(uint64_t now_ns, const std::vector<uint32_t>& pids);
+  ~DeviceSignals();
+  DeviceSignals(const DeviceSignals&) = delete;
+  DeviceSignals& operator=(const DeviceSignals&) = delete;
+  // One drain tick: attach new processes, sample what is due. `accel_pids`
+  // (a subset of pids: those seen issuing accelerator ioctls) are tried first.
+  void tick(uint64_t now_ns, const std::vector<uint32_t>& pids, const std::set<uint32_t>& accel_pids = {});
   SignalsData take();
   const SignalsData& data() const { return d_; }
 
@@ -81,8 +98,19 @@ class DeviceSignals {
   uint64_t first_scan_ = 0;
   struct Pending {
     uint64_t first_ns = 0, next_ns = 0;
+    size_t next_dev = 0;  // a pass over the devices cut short by the bucket resumes here
   };
-  void try_attach(uint64_t now, uint32_t pid);
+  // The session's one fd on a device (opened on first use, kept until take()).
+  struct DeviceFd {
+    int fd = -1;
+    uint64_t retry_ns = 0;  // a failed open is retried no sooner than this (UINT64_MAX: never)
+  };
+  void attach_due(uint64_t now, const std::vector<uint32_t>& pids, const std::set<uint32_t>& accel_pids);
+  // false when the bucket ran out before this pid's pass over the devices ended.
+  bool try_attach(uint64_t now, uint32_t pid);
+  int device_fd(uint64_t now, int idx, const std::string& path);
+  void close_devices();
+  NdsDeviceOps& ops() { return d_.cfg.ops ? *d_.cfg.ops : system_nds_ops(); }
   void sample_nds(uint64_t now);
   template <typename V, typename T>
   void keep(V& samples, T&& s);
@@ -91,6 +119,11 @@ class DeviceSignals {
   SignalsData d_;
   std::map<uint32_t, Attached> attached_;
   std::map<uint32_t, Pending> pending_;
+  std::map<int, DeviceFd> dev_fds_;
+  double tokens_ = 0;
+  uint64_t tokens_at_ = 0;
+  uint32_t rr_next_ = 0;  // round robin: the pid to start from on the next tick
+  bool nds_unsupported_ = false;  // the driver answered unsupported / no permission: stop asking
   uint64_t next_efa_ = 0, next_sysfs_ = 0, next_comm_ = 0, next_scan_ = 0;
   int problem_rank_ = 0;
 };
