@@ -108,6 +108,13 @@ TEST_CASE("daemon discovery parsers", "[daemon]") {
   CHECK(id2.job == "train.service");
   CHECK(id2.rank.empty());
   CHECK(parse_identity("", "0::/\n").job == "root");
+  // Any process that can open /dev/neuron* chooses these bytes: labels stay
+  // valid UTF-8 with no control characters, capped on a character boundary.
+  auto bad = parse_identity(std::string("STEPTRACE_JOB=\xff\x1b[2J\0RANK=1\xe2\x82\0", 30), "0::/\n");
+  CHECK(bad.job == "\xef\xbf\xbd\\x1b[2J");
+  CHECK(bad.rank == "1\xef\xbf\xbd\xef\xbf\xbd");
+  auto longjob = parse_identity("STEPTRACE_JOB=" + std::string(127, 'a') + "\xc3\xa9", "0::/\n");
+  CHECK(longjob.job == std::string(127, 'a'));  // the 2-byte character would pass 128 bytes: left out
 
   CHECK(parse_stat_ppid("123 (a) b) c) S 77 123 123 0") == 77u);
   CHECK_FALSE(parse_stat_ppid("garbage").has_value());

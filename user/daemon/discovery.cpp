@@ -74,19 +74,8 @@ std::vector<uint32_t> ProcScanner::holders(uint32_t self, const std::set<uint32_
 }
 
 std::optional<uint32_t> parse_stat_ppid(std::string_view stat) {
-  // "pid (comm) S ppid ...": comm may hold spaces and parentheses; the last ')' ends it.
-  size_t r = stat.rfind(')');
-  if (r == std::string_view::npos || r + 4 >= stat.size()) return std::nullopt;
-  auto rest = stat.substr(r + 2);  // "S ppid ..."
-  size_t sp = rest.find(' ');
-  if (sp == std::string_view::npos) return std::nullopt;
-  rest = rest.substr(sp + 1);
-  size_t end = rest.find(' ');
-  uint32_t v = 0;
-  auto tok = rest.substr(0, end);
-  auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
-  if (ec != std::errc{} || p != tok.data() + tok.size()) return std::nullopt;
-  return v;
+  if (auto st = parse_proc_stat(stat)) return st->ppid;  // one /proc/PID/stat parser (util/sys_root.h)
+  return std::nullopt;
 }
 
 std::vector<std::pair<uint32_t, uint32_t>> ProcScanner::descendants(uint32_t root) const {
