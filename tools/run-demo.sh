@@ -3,6 +3,11 @@
 # training-host simulator (fake Neuron device and runtime, data loaders,
 # ranks and collectives), and prints the report.
 set -euo pipefail
+# Root is needed (apt-get, BPF): from a root shell as it is, else through sudo.
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "$0: run as root" >&2; exit 1; }
+  exec sudo --preserve-env=BUILD_DIR,STEPTRACE_ALL_TESTS "$0" "$@"
+fi
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/tools/setup-deps.sh"
 "$top/tools/build.sh" -DCMAKE_BUILD_TYPE=RelWithDebInfo

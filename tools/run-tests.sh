@@ -7,6 +7,11 @@
 #     own scenarios, device-counter splits, the benchmark smoke) and the qemu
 #     kernel matrix. Sanitizers and parallel tests would distort those.
 set -euo pipefail
+# Root is needed (apt-get, BPF): from a root shell as it is, else through sudo.
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "$0: run as root" >&2; exit 1; }
+  exec sudo --preserve-env=BUILD_DIR,STEPTRACE_ALL_TESTS "$0" "$@"
+fi
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/tools/setup-deps.sh"
 # Run serially in the optimised pass (matched on ctest names): timing against

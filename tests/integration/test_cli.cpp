@@ -42,10 +42,18 @@ TEST_CASE("cli: bad input gets a clear error and a non-zero exit", "[cli]") {
   CHECK(r.rc != 0);
   CHECK(r.out.find("unknown collector 'gpu'") != std::string::npos);
   r = sh(kBin + " frobnicate");
-  CHECK(r.rc != 0);
+  CHECK(r.rc == 2);  // usage errors exit 2
+  r = sh(kBin + " run --ring-mib 3000 -- true");
+  CHECK(r.rc == 2);
+  r = sh(kBin + " daemon --no-such-flag");
+  CHECK(r.rc == 2);
   r = sh(kBin + " --help");
   CHECK(r.rc == 0);
   CHECK(r.out.find("run") != std::string::npos);
+  CHECK(r.out.find("steptrace daemon") != std::string::npos);
+  r = sh(kBin + " --version");
+  CHECK(r.rc == 0);
+  CHECK(r.out == std::string("steptrace ") + STEPTRACE_VERSION + "\n");
 }
 
 TEST_CASE("cli: attach to a pid that does not exist fails with one line", "[root][cli]") {

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "steptrace_abi.h"
+#include "util/version.h"
 
 namespace steptrace {
 
@@ -138,9 +139,11 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   std::string max_size;
 
   CLI::App app{"steptrace: why is each training step as slow as it is?"};
-  app.set_version_flag("--version", "steptrace 0.1.0");
+  app.set_version_flag("--version", std::string("steptrace ") + kVersion);
   app.add_flag("-v,--verbose", o.verbose, "More output (repeat for libbpf debug)");
   app.require_subcommand(1);
+  app.footer("Always on: steptrace daemon [--config FILE] [options]   (steptrace daemon --help)\n"
+             "Manual: man 8 steptrace");
   app.fallthrough();
   // run's job argv travels as "extras"; any other stray argument is rejected below.
   app.allow_extras(true);
@@ -203,6 +206,7 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
       fmt::print("{}", out.str());
       return make_error("");
     }
+    *exit_code = 2;  // a usage error, as bcc/perf tools exit (not CLI11's own 105/106/114)
     std::string msg = err.str().empty() ? e.what() : err.str();
     while (!msg.empty() && msg.back() == '\n') msg.pop_back();
     return make_error(msg);

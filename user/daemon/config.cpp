@@ -81,6 +81,7 @@ Result<Ok> parse_daemon_flags(int argc, const char* const* argv, DaemonConfig& i
       fmt::print("{}", out.str());
       return make_error("");
     }
+    *exit_code = 2;  // a usage error, as bcc/perf tools exit (not CLI11's own 105/106/114)
     std::string msg = err.str().empty() ? e.what() : err.str();
     while (!msg.empty() && msg.back() == '\n') msg.pop_back();
     return make_error(msg);

@@ -42,6 +42,7 @@
 #include "session/analysis.h"
 #include "session/session.h"
 #include "steptrace_abi.h"
+#include "util/version.h"
 #include "util/log.h"
 #include "util/sys_root.h"
 
@@ -878,7 +879,7 @@ void Daemon::render_metrics() {
     return l;
   };
   x.family("steptrace_build_info", "gauge", "steptrace version");
-  x.sample("steptrace_build_info", H({{"version", "0.1.0"}}), 1);
+  x.sample("steptrace_build_info", H({{"version", kVersion}}), 1);
 
   x.family("steptrace_step_duration_seconds", "histogram", "Training step wall time per rank (steps cut by a window edge excluded)");
   for (const auto& [k, s] : series_) {
