@@ -365,7 +365,7 @@ TEST_CASE("capture: the reader streams: a 64 GiB sparse file is not allocated, o
   unlink(p.c_str());
 }
 
-TEST_CASE("capture: BPF-side losses round trip in the trailer; a trailer without them reads as zero", "[capture]") {
+TEST_CASE("capture: BPF-side losses round trip in the trailer, and a trailer without them reads as zero", "[capture]") {
   auto p = tmp_path("losses");
   unlink(p.c_str());
   {
