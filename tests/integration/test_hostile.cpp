@@ -92,7 +92,7 @@ TEST_CASE("hostile: a thread named with invalid UTF-8 and an escape sequence lea
   fs::remove_all(dir);
 }
 
-TEST_CASE("hostile: an output path that is a symlink is not followed; an existing file is not overwritten",
+TEST_CASE("hostile: an output path that is a symlink is not followed, an existing file is not overwritten",
           "[root][hostile]") {
   steptrace::test::require_root();
   auto dir = temp_dir();

@@ -142,7 +142,7 @@ TEST_CASE("lifecycle: the end of -d stops the job's whole tree with SIGTERM, and
   fs::remove_all(dir);
 }
 
-TEST_CASE("lifecycle: SIGTERM and SIGINT to steptrace reach every rank; nothing of the tree survives",
+TEST_CASE("lifecycle: SIGTERM and SIGINT to steptrace reach every rank, nothing of the tree survives",
           "[root][lifecycle]") {
   steptrace::test::require_root();
   for (int sig : {SIGTERM, SIGINT}) {
