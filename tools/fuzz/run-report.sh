@@ -29,7 +29,7 @@ srcs=("$root/tools/fuzz/fuzz_report.cpp" "$u/session/replay.cpp" "$u/capture/cap
       "$u/report/summary.cpp" "$u/export/report_stats.cpp" "$u/export/text_report.cpp"
       "$u/export/perfetto.cpp" "$u/export/html_report.cpp" "$u/signals/counters.cpp"
       "$u/signals/device_signals.cpp" "$u/signals/signals_json.cpp" "$u/util/sys_root.cpp" "$u/util/log.cpp"
-      "$u/loader/drop_stats.cpp")
+      "$u/capture/drop_stats.cpp" "$u/util/text.cpp")
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
        -I"$u" -I"$root/bpf")
 # One object per source, rebuilt when it or any header is newer (2 jobs: CI machines are small).

@@ -20,7 +20,7 @@ fi
 mkdir -p "$out/artifacts" "$out/corpus"
 bin=$out/fuzz_capture
 srcs=("$root/tools/fuzz/fuzz_capture.cpp" "$root/user/capture/capture_file.cpp" "$root/user/decode/decoder.cpp"
-      "$root/user/util/sys_root.cpp" "$root/user/util/log.cpp")
+      "$root/user/util/sys_root.cpp" "$root/user/util/log.cpp" "$root/user/capture/drop_stats.cpp")
 newest=0
 for s in "${srcs[@]}" "$root"/user/capture/*.h "$root"/user/decode/*.h "$root"/bpf/steptrace_abi.h; do
   m=$(stat -c %Y "$s"); [ "$m" -gt "$newest" ] && newest=$m

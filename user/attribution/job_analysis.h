@@ -11,7 +11,7 @@
 
 #include "attribution/categories.h"
 #include "attribution/fabric_setup.h"
-#include "loader/tracer.h"
+#include "capture/drop_stats.h"
 #include "signals/step_signals.h"
 #include "timeline/thread_table.h"
 #include "timeline/timeline_store.h"

@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "loader/tracer.h"
+#include "capture/drop_stats.h"
 #include "util/result.h"
 
 namespace steptrace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "loader/tracer.h"
+#include "capture/drop_stats.h"
 #include "util/result.h"
 
 namespace steptrace::daemon {

@@ -9,7 +9,8 @@
 
 #include "attribution/job_analysis.h"
 #include "decode/decoder.h"
-#include "loader/tracer.h"
+#include "capture/drop_stats.h"
+#include "loader/tiers.h"  // AttachTier: passive data, no libbpf
 #include "report/collector_stats.h"
 #include "timeline/thread_table.h"
 #include "timeline/timeline_store.h"
