@@ -8,24 +8,11 @@
 #include <cstdio>
 #include <string>
 
+#include "support/shell.h"
+
 namespace {
 
-struct Output {
-  int rc;
-  std::string out;
-};
-
-Output sh(const std::string& cmd) {
-  Output o{-1, {}};
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(f != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) o.out.append(buf.data(), n);
-  int st = pclose(f);
-  o.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
-}
+using steptrace::test::sh;
 
 const std::string kBin = STEPTRACE_BIN;
 

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 
+#include "support/shell.h"
 #include "support/workload.h"
 #include "util/text.h"
 
@@ -24,29 +25,8 @@ namespace {
 
 const std::string kBin = STEPTRACE_BIN;
 
-struct Output {
-  int rc;
-  std::string out;
-};
-
-Output sh(const std::string& cmd) {
-  Output o{-1, {}};
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(f != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) o.out.append(buf.data(), n);
-  int st = pclose(f);
-  o.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using steptrace::test::sh;
+std::string slurp(const fs::path& p) { return steptrace::test::slurp(p.string()); }
 
 fs::path temp_dir() {
   char tmpl[] = "/tmp/steptrace-hostile.XXXXXX";

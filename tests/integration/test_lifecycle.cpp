@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/shell.h"
 #include "support/workload.h"
 
 namespace fs = std::filesystem;
@@ -108,12 +109,7 @@ bool alive(pid_t p) {
   return c != std::string::npos && c + 2 < s.size() && s[c + 2] != 'Z' && s[c + 2] != 'X';
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+std::string slurp(const fs::path& p) { return steptrace::test::slurp(p.string()); }
 
 void check_ranks_checkpointed_and_gone(const fs::path& dir, const std::vector<pid_t>& ranks) {
   CHECK(fs::exists(dir / "rank0.ckpt"));

@@ -20,30 +20,14 @@
 #include <string>
 
 #include "capture/capture_file.h"
+#include "support/shell.h"
 
 using namespace steptrace;
 
 namespace {
 
-struct Output {
-  int rc;
-  std::string out;
-  double seconds;
-};
-
-Output sh(const std::string& cmd) {
-  Output o{-1, {}, 0};
-  auto t0 = std::chrono::steady_clock::now();
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(f != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) o.out.append(buf.data(), n);
-  int st = pclose(f);
-  o.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return o;
-}
+using steptrace::test::sh;
+using steptrace::test::slurp;
 
 const std::string kBin = STEPTRACE_BIN;
 
@@ -60,10 +44,6 @@ int count_lines_starting(const std::string& s, const std::string& prefix) {
   return n;
 }
 
-std::string slurp(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
 
 struct TempDir {
   std::string path;
