@@ -348,6 +348,13 @@ TEST_CASE("export: top frame shows rate, per-rank bars, verdict and drops within
   CHECK(frame.find("verdict: " + r.job.verdict.headline.substr(0, 30)) != std::string::npos);
   CHECK(frame.find("dropped 0") != std::string::npos);
   CHECK(st.last_steps == steps);
+  CHECK(frame.find("q or Ctrl-C quits") != std::string::npos);
+  // After q: the frame says what it waits for instead.
+  TopView stopping = view;
+  stopping.stopping = "stopping the job: SIGTERM sent, SIGKILL in 8 s";
+  auto f2 = render_top_frame(r, stopping, st);
+  CHECK(f2.find("stopping the job: SIGTERM sent, SIGKILL in 8 s") != std::string::npos);
+  CHECK(f2.find("q or Ctrl-C quits") == std::string::npos);
   int bars = 0, marked = 0;
   for (const auto& l : lines_of(frame)) {
     CHECK(columns(l) <= 80);

@@ -192,7 +192,10 @@ std::string render_top_frame(const SessionReport& r, const TopView& view, TopFra
     for (const auto& e : job.verdict.evidence) lines.push_back(clip("  - " + e, W));
   }
   lines.emplace_back();
-  lines.push_back(clip(view.final_frame ? "finished" : "q or Ctrl-C quits (then prints the full report)", W));
+  lines.push_back(clip(view.final_frame         ? "finished"
+                       : !view.stopping.empty() ? view.stopping
+                                                : "q or Ctrl-C quits (then prints the full report)",
+                       W));
 
   const size_t H = static_cast<size_t>(std::max(5, view.height));
   if (lines.size() > H) lines.resize(H);
@@ -223,6 +226,7 @@ Result<SessionReport> run_top(const Options& o, std::atomic<int>* signal) {
         if (!snap) return snap.error();
         TopView view;
         view.color = color;
+        view.stopping = s.stop_status();
         if (term.out_tty()) {
           winsize ws{};
           if (::ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {

@@ -25,6 +25,9 @@ struct TopView {
   bool color = false;
   int window_steps = 10;  // rolling breakdown over each rank's last N steps
   bool final_frame = false;
+  // Set once a stop was asked (q, Ctrl-C, the end of -d): what is being
+  // waited for, e.g. "stopping the job: SIGTERM sent, SIGKILL in 8 s".
+  std::string stopping;
 };
 
 // One frame of text (lines separated by "\n", each at most view.width columns

@@ -93,6 +93,7 @@ void JobControl::request_stop(int sig, uint64_t now_ns) {
   }
   if (!stop_requested_) {
     stop_requested_ = true;
+    stop_signal_ = sig;
     kill_deadline_ns_ = now_ns + s_.kill_after_ns;
     log::info("stopping the job: {} to its process group, SIGKILL after {:.1f} s", signal_name(sig),
               static_cast<double>(s_.kill_after_ns) / 1e9);
@@ -145,6 +146,14 @@ bool JobControl::check(uint64_t now_ns) {
     return true;
   }
   return false;
+}
+
+std::string JobControl::stop_status(uint64_t now_ns) const {
+  if (!stop_requested_) return "";
+  if (s_.keep_running) return "tracing stopped; the job keeps running";
+  if (killed_) return "stopping the job: SIGKILL sent";
+  const double left = now_ns < kill_deadline_ns_ ? static_cast<double>(kill_deadline_ns_ - now_ns) / 1e9 : 0;
+  return fmt::format("stopping the job: {} sent, SIGKILL in {:.0f} s", signal_name(stop_signal_), left);
 }
 
 std::string JobControl::outcome() const {

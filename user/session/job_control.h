@@ -48,6 +48,9 @@ class JobControl {
   std::optional<int> exit_status() const { return status_; }
   // How the job ended, for the report ("exited 0", "killed by SIGKILL after 10 s", ...).
   std::string outcome() const;
+  // "" until a stop was asked; then what is awaited ("stopping the job:
+  // SIGTERM sent, SIGKILL in 8 s"), for the live view.
+  std::string stop_status(uint64_t now_ns) const;
   // Leave the job running: the destructor no longer stops it.
   void detach() { detached_ = true; }
   ~JobControl();
@@ -74,7 +77,8 @@ class JobControl {
   bool killed_ = false;
   bool detached_ = false;
   bool over_ = false;  // advance() said so once: it stays so
-  bool group_termed_ = false;  // the group got SIGTERM from request_stop
+  bool group_termed_ = false;
+  int stop_signal_ = 0;        // the first stop's signal  // the group got SIGTERM from request_stop
   std::set<pid_t> termed_;     // processes sent SIGTERM one by one
   uint64_t kill_deadline_ns_ = 0;
   uint64_t killed_at_ns_ = 0;

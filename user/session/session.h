@@ -53,6 +53,9 @@ class Session {
   // turns the end of the duration into a stop request.
   bool done();
 
+  // "" while tracing; once a stop was asked, what the session waits for.
+  std::string stop_status() const;
+
   const KernelFeatures& features() const { return features_; }
   std::optional<pid_t> job_pid() const;
 

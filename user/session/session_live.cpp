@@ -40,6 +40,11 @@ void Session::request_stop(int sig, std::string reason) {
   if (!job_ || opts_.keep_running) stop_requested_ = true;
 }
 
+std::string Session::stop_status() const {
+  if (job_) return job_->stop_status(monotonic_ns());
+  return stop_requested_ ? "stopping" : "";
+}
+
 bool Session::done() {
   const uint64_t now = monotonic_ns();
   if (!duration_over_ && opts_.duration_s > 0 &&
