@@ -27,7 +27,7 @@ start() {  # KEY: how to quit; the job runs much longer than the test
   mkdir -p "$t/dev-$1"
   tm new-session -d -s top -x 100 -y 40 \
     "stty sane; $bin top --accel-dev $t/dev-$1/neuron0 -- $sim --scenario straggler --dev-dir $t/dev-$1 -d 60 --steps 1000000 \
-     2>$t/stderr-$1; echo TOP-EXIT=\$?; stty -a | grep -o ' echo ' | head -1 | sed 's/^/TTY:/'; sleep 120"
+     2>$t/stderr-$1; echo TOP-EXIT=\$?; stty -a | grep -o ' echo ' | head -1 | sed 's/^/TTY:/'; echo TTY-CHECKED; sleep 120"
 }
 
 for key in q C-c; do
@@ -49,7 +49,8 @@ for key in q C-c; do
   [ "$(tm display -p -t top '#{alternate_on}')" = 1 ] || { echo "top is not on the alternate screen"; exit 1; }
   awk 'length($0) > 100 { bad = 1 } END { exit bad }' "$t/pane"
   tm send-keys -t top "$key"
-  wait_for 'TOP-EXIT=' 40
+  # Wait for the line after the terminal check: TOP-EXIT shows before stty has run.
+  wait_for 'TTY-CHECKED' 40
   # top exits with the job's status: trainsim got the stop (SIGTERM for q,
   # the forwarded SIGINT for Ctrl-C), stopped its ranks and exited 130
   # itself; 137 would mean it had to be SIGKILLed.
