@@ -15,7 +15,7 @@
 #include "export/report_stats.h"
 #include "export/text_report.h"
 #include "export/top.h"
-#include "report/summary.h"
+#include "export/summary.h"
 #include "session/session.h"
 
 using namespace steptrace;

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "neuron_uapi.h"
-#include "report/summary.h"
+#include "export/summary.h"
 #include "support/workload.h"
 
 using namespace steptrace;

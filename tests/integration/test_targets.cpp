@@ -10,7 +10,7 @@
 #include <chrono>
 #include <thread>
 
-#include "report/summary.h"
+#include "export/summary.h"
 #include "support/workload.h"
 
 using namespace steptrace;

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "cli/options.h"
-#include "session/analysis.h"
+#include "pipeline/analysis.h"
 
 namespace steptrace::test {
 

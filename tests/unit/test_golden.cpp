@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "report/summary.h"
+#include "export/summary.h"
 #include "session/session.h"
 
 using namespace steptrace;

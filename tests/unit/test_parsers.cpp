@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "loader/preflight.h"
-#include "report/collector_stats.h"
+#include "timeline/collector_stats.h"
 #include "util/sys_root.h"
 
 #include <algorithm>

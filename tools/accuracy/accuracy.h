@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "session/analysis.h"
+#include "pipeline/analysis.h"
 #include "truth.h"
 
 namespace steptrace::accuracy {

@@ -25,8 +25,8 @@
 #include "export/html_report.h"
 #include "export/perfetto.h"
 #include "export/text_report.h"
-#include "report/summary.h"
-#include "session/session.h"
+#include "export/summary.h"
+#include "pipeline/replay.h"
 #include "steptrace_abi.h"
 
 namespace {

@@ -22,14 +22,12 @@ fi
 mkdir -p "$out/artifacts" "$out/corpus" "$out/obj"
 bin=$out/fuzz_report
 u=$root/user
-srcs=("$root/tools/fuzz/fuzz_report.cpp" "$u/session/replay.cpp" "$u/capture/capture_file.cpp"
-      "$u/decode/decoder.cpp" "$u/decode/neuron_cmd.cpp" "$u/decode/rdma_verb.cpp"
-      "$u/attribution/fabric_setup.cpp" "$u/attribution/job_analysis.cpp" "$u/attribution/verdict.cpp"
-      "$u/timeline/timeline_store.cpp" "$u/timeline/thread_table.cpp" "$u/report/collector_stats.cpp"
-      "$u/report/summary.cpp" "$u/export/report_stats.cpp" "$u/export/text_report.cpp"
-      "$u/export/perfetto.cpp" "$u/export/html_report.cpp" "$u/signals/counters.cpp"
-      "$u/signals/device_signals.cpp" "$u/signals/signals_json.cpp" "$u/util/sys_root.cpp" "$u/util/log.cpp"
-      "$u/capture/drop_stats.cpp" "$u/util/text.cpp")
+# The analysis library's own source list (what CMake builds as steptrace_analysis).
+srcs=("$root/tools/fuzz/fuzz_report.cpp")
+while read -r f; do
+  case $f in ''|'#'*) continue ;; esac
+  srcs+=("$u/$f")
+done < "$u/analysis-sources.txt"
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
        -I"$u" -I"$root/bpf")
 # One object per source, rebuilt when it or any header is newer (2 jobs: CI machines are small).

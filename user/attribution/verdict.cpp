@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <map>
 
-#include "report/collector_stats.h"
+#include "timeline/collector_stats.h"
 
 namespace steptrace {
 namespace {

@@ -26,20 +26,18 @@
 #include <set>
 #include <thread>
 
-#include "capture/reorder.h"
-#include "capture/ring_reader.h"
+#include "loader/ring_reader.h"
 #include "cli/options.h"
 #include "daemon/budget.h"
 #include "daemon/config.h"
 #include "daemon/discovery.h"
 #include "daemon/exposition.h"
 #include "daemon/flight_recorder.h"
-#include "decode/decoder.h"
 #include "loader/dev_files.h"
 #include "loader/features.h"
 #include "loader/preflight.h"
 #include "loader/tracer.h"
-#include "session/analysis.h"
+#include "pipeline/pipeline.h"
 #include "session/session.h"
 #include "steptrace_abi.h"
 #include "util/version.h"
@@ -150,6 +148,7 @@ class Daemon {
   void apply_detail();
   void read_aggregates(bool tracer_going);
   void on_record(const void* data, size_t len);
+  void on_raw_record(const st_event_header& h, const void* data, size_t len);  // pipeline observer
   void resolve_accel_devs(bool first_time);
   void discover();
   void track(uint32_t pid, bool log_it);
@@ -187,10 +186,9 @@ class Daemon {
   std::unique_ptr<BpfTracer> tracer_;
   std::unique_ptr<RingReader> reader_;
   int stats_fd_ = -1;
-  Decoder decoder_;
-  Reorderer reorder_;
-  std::unique_ptr<Analysis> analysis_;
-  uint64_t window_start_ns_ = 0, window_events_ = 0, window_no_ = 0;
+  Pipeline pipe_;             // decode -> reorder -> analysis, one window at a time
+  bool window_open_ = false;  // a window is being gathered (from the first tracer on)
+  uint64_t window_start_ns_ = 0, window_no_ = 0;
   // Per-event detail was on for the whole current window (sampled: 1 of
   // every sample_every windows since the level was entered).
   bool window_detail_ = true;
@@ -242,7 +240,7 @@ class Daemon {
   } straggler_;
 
   // Counters.
-  uint64_t records_ = 0, discovered_total_ = 0, degradations_ = 0, windows_total_ = 0;
+  uint64_t discovered_total_ = 0, degradations_ = 0, windows_total_ = 0;
   std::map<std::string, uint64_t> cap_hits_, dumps_ok_, window_closes_;
   uint64_t dump_failures_ = 0, reload_ok_ = 0, reload_err_ = 0;
   double last_auto_dump_s_ = -1e18, last_manual_dump_s_ = -1e18;
@@ -342,6 +340,7 @@ void Daemon::read_aggregates(bool tracer_going) {
 
 Status Daemon::start() {
   host_ = cfg_.host.empty() ? hostname() : cfg_.host;
+  pipe_.set_observer([this](const st_event_header& h, const void* d, size_t n) { on_raw_record(h, d, n); });
   features_ = probe_features(cfg_.btf_path);
   auto lockdown = read_small_file("/sys/kernel/security/lockdown");
   auto rows = run_preflight(features_, read_capabilities(), parse_lockdown(lockdown.value_or("")));
@@ -483,9 +482,9 @@ Status Daemon::build_tracer() {
     }
   }
   window_start_ns_ = monotonic_ns();
-  analysis_ = std::make_unique<Analysis>();
+  pipe_.start_window();
+  window_open_ = true;
   seed_parents();
-  window_events_ = 0;
   if (auto d = tracer_->read_stats()) drops_window_start_ = *d;
   apply_detail();
   return Ok{};
@@ -503,7 +502,7 @@ void Daemon::drop_tracer() {
   if (!tracer_) return;
   read_aggregates(true);
   if (reader_) (void)reader_->drain();
-  reorder_.flush([this](const Event& e) { analysis_->on_event(e); });
+  pipe_.flush();
   close_window(monotonic_ns(), "tracer_rebuild");
   if (auto cur = tracer_->read_stats()) drops_base_ += *cur;
   for (const auto& p : tracer_->prog_stats()) {
@@ -513,8 +512,7 @@ void Daemon::drop_tracer() {
   reader_.reset();
   tracer_.reset();
   bpf_detail_ = false;
-  decoder_ = Decoder();
-  reorder_ = Reorderer();
+  pipe_.restart();
 }
 
 void Daemon::apply_level(int level, const char* why) {
@@ -540,9 +538,9 @@ void Daemon::apply_level(int level, const char* why) {
       exit_code_ = kExitCannotTrace;
       g_stop.store(true);
     }
-  } else if (mode_changes && analysis_) {
+  } else if (mode_changes && window_open_) {
     if (reader_) (void)reader_->drain();
-    reorder_.flush([this](const Event& e) { analysis_->on_event(e); });
+    pipe_.flush();
     close_window(monotonic_ns(), "level_change");
   }
 }
@@ -573,7 +571,7 @@ void Daemon::track(uint32_t pid, bool log_it) {
     seed_parents();
     SysRoot root;
     for (uint32_t tid : root.threads_of(pid))
-      if (auto c = root.thread_comm(pid, tid)) analysis_->threads.set_comm(pid, tid, *c);
+      if (auto c = root.thread_comm(pid, tid)) pipe_.analysis().threads.set_comm(pid, tid, *c);
   }
   note_new_process(pid);
   if (log_it) log::info("tracing pid {} (job {}{}{})", pid, id.job, id.rank.empty() ? "" : ", rank ", id.rank);
@@ -621,7 +619,7 @@ void Daemon::note_parent(uint32_t child, uint32_t parent) {
 }
 
 void Daemon::seed_parents() {
-  if (!analysis_) return;
+  if (!window_open_) return;
   SysRoot root;
   for (const auto& [child, parent] : parents_) {
     st_task_new e{};
@@ -632,8 +630,8 @@ void Daemon::seed_parents() {
     e.child_pid = e.child_tid = child;
     if (auto c = root.thread_comm(child, child)) std::strncpy(e.comm, c->c_str(), sizeof(e.comm) - 1);
     Event ev{e};
-    analysis_->threads.on_event(ev);
-    analysis_->timeline.on_event(ev);
+    pipe_.analysis().threads.on_event(ev);
+    pipe_.analysis().timeline.on_event(ev);
   }
 }
 
@@ -685,30 +683,29 @@ void Daemon::scan_for_libs() {
 }
 
 void Daemon::on_record(const void* data, size_t len) {
-  ++records_;
-  ++window_events_;
   uint64_t ts = 0;
   if (len >= sizeof(st_event_header)) {
     st_event_header h;
     std::memcpy(&h, data, sizeof(h));
     ts = h.ts_ns;
-    if (h.kind == ST_EV_TASK_EXEC) note_new_process(h.pid);
-    if (h.kind == ST_EV_TASK_NEW && len >= sizeof(st_task_new)) {
-      st_task_new tn;
-      std::memcpy(&tn, data, sizeof(tn));
-      if (!(tn.flags & ST_TASK_IS_THREAD)) note_parent(tn.child_pid, tn.hdr.pid);
-    }
   }
   flight_.append(ts, data, len);
-  if (auto ev = decoder_.decode(data, len)) reorder_.push(*ev);
+  pipe_.push(data, len);
+}
+
+void Daemon::on_raw_record(const st_event_header& h, const void* data, size_t len) {
+  if (h.kind == ST_EV_TASK_EXEC) note_new_process(h.pid);
+  if (h.kind == ST_EV_TASK_NEW && len >= sizeof(st_task_new)) {
+    st_task_new tn;
+    std::memcpy(&tn, data, sizeof(tn));
+    if (!(tn.flags & ST_TASK_IS_THREAD)) note_parent(tn.child_pid, tn.hdr.pid);
+  }
 }
 
 void Daemon::close_window(uint64_t now, const char* reason) {
-  if (!analysis_) return;
-  SysRoot root;
-  for (const auto& [tid, t] : analysis_->threads.threads())
-    if (t.comm.empty())
-      if (auto c = root.thread_comm(t.pid, tid)) analysis_->threads.set_comm(t.pid, tid, *c);
+  if (!window_open_) return;
+  pipe_.name_threads(SysRoot());
+  const uint64_t events = pipe_.window_records();
   DropStats cur{};
   if (tracer_)
     if (auto d = tracer_->read_stats()) cur = *d;
@@ -718,18 +715,16 @@ void Daemon::close_window(uint64_t now, const char* reason) {
   delta.losses[ST_LOSS_TARGET_ADD] = std::max<uint64_t>(window_target_add_failed_, untraced_.size());
   window_target_add_failed_ = 0;
   window_incomplete_ = delta.incomplete();
-  JobAnalysis ja = analysis_->finish(now, delta);
+  JobAnalysis ja = pipe_.close_window(now, delta);
   publish(ja, window_detail_);
   ++windows_total_;
   ++window_closes_[reason];
   ++detail_windows_[window_detail_ ? 1 : 0];
-  log::debug("window {} closed ({}): {} events, {} ranks, detail {}", window_no_, reason, window_events_,
+  log::debug("window {} closed ({}): {} events, {} ranks, detail {}", window_no_, reason, events,
              ja.ranks.size(), window_detail_ ? "on" : "off (sampled out: steps only)");
   ++window_no_;
   cycle_.window_closed();
-  analysis_ = std::make_unique<Analysis>();
   window_start_ns_ = now;
-  window_events_ = 0;
   drops_window_start_ = cur;
   seed_parents();
   apply_detail();
@@ -996,9 +991,9 @@ void Daemon::render_metrics() {
            "categories may be off");
   x.sample("steptrace_window_incomplete", H({}), window_incomplete_ ? 1 : 0);
   x.family("steptrace_records_total", "counter", "Records read from the ring buffer");
-  x.sample("steptrace_records_total", H({}), static_cast<double>(records_));
+  x.sample("steptrace_records_total", H({}), static_cast<double>(pipe_.records()));
   x.family("steptrace_late_records_total", "counter", "Records that arrived too late to be ordered");
-  x.sample("steptrace_late_records_total", H({}), static_cast<double>(reorder_.late()));
+  x.sample("steptrace_late_records_total", H({}), static_cast<double>(pipe_.late()));
 
   x.family("steptrace_tracer_cpu_seconds_total", "counter",
            "CPU used by the tracer: userspace (mode=user|system, getrusage) and BPF programs (mode=bpf, BPF stats)");
@@ -1222,7 +1217,7 @@ int Daemon::run() {
         log::error("ring buffer: {}", n.error().message);
         return kExitCannotTrace;
       }
-      reorder_.release([this](const Event& e) { analysis_->on_event(e); });
+      pipe_.advance();
     }
     if (now >= next_discover_ns_) {
       discover();
@@ -1231,10 +1226,10 @@ int Daemon::run() {
     if (!lib_scan_.empty()) scan_for_libs();
     flight_.evict(now);
     handle_dumps();
-    if (window_events_ >= cfg_.max_window_events) {
+    if (pipe_.window_records() >= cfg_.max_window_events) {
       ++cap_hits_["window_events"];
       close_window(now, "event_cap");
-    } else if (analysis_ && now - window_start_ns_ >= static_cast<uint64_t>(cfg_.window_s * 1e9)) {
+    } else if (window_open_ && now - window_start_ns_ >= static_cast<uint64_t>(cfg_.window_s * 1e9)) {
       close_window(now, "timer");
     }
     if (now >= next_second) {

@@ -5,7 +5,7 @@
 #include <fmt/core.h>
 
 #include "export/report_stats.h"
-#include "report/summary.h"
+#include "export/summary.h"
 
 namespace steptrace {
 namespace {

@@ -9,7 +9,7 @@
 #include "export/html_report.h"
 #include "export/perfetto.h"
 #include "export/text_report.h"
-#include "session/analysis.h"
+#include "pipeline/analysis.h"
 #include "util/output_file.h"
 #include "util/result.h"
 

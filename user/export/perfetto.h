@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "session/analysis.h"
+#include "pipeline/analysis.h"
 
 namespace steptrace {
 

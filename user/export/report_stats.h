@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "session/analysis.h"
+#include "pipeline/analysis.h"
 
 namespace steptrace {
 

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "session/analysis.h"
+#include "pipeline/analysis.h"
 
 namespace steptrace {
 

@@ -1,17 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // `steptrace top`: a live view refreshed every second, like top/neuron-top:
 // step rate, rolling per-rank breakdown bars, the current verdict and drops.
-// Each frame comes from Session::snapshot(), i.e. the same SessionReport the
-// final report is made of. q or Ctrl-C quits and restores the terminal.
+// Each frame is drawn from a SessionReport (Session::snapshot(): the same
+// report the final one is made of); the command is session/top_command.h.
 #pragma once
 
-#include <atomic>
 #include <map>
 #include <string>
 
-#include "cli/options.h"
-#include "session/analysis.h"
-#include "util/result.h"
+#include "pipeline/analysis.h"
 
 namespace steptrace {
 
@@ -33,10 +30,5 @@ struct TopView {
 // One frame of text (lines separated by "\n", each at most view.width columns
 // of visible text). Updates `state` for the step-rate computation.
 std::string render_top_frame(const SessionReport& r, const TopView& view, TopFrameState& state);
-
-// Runs a session with the live view until the job exits, the duration
-// elapses or q is pressed (a stop: session.h request_stop), or a signal
-// number lands in *signal; returns the final report.
-Result<SessionReport> run_top(const Options& o, std::atomic<int>* signal);
 
 }  // namespace steptrace

@@ -10,14 +10,9 @@
 #include <vector>
 
 #include "loader/features.h"
+#include "capture/attach_tier.h"
 
 namespace steptrace {
-
-// Which attach point each collector uses on this kernel.
-struct AttachTier {
-  std::string collector;
-  std::string tier;  // e.g. "tp_btf sched_switch", "disabled: ..."
-};
 
 struct TierPlan {
   // tp_btf sys_enter/sys_exit: yields and the blocked-in syscall (sched),

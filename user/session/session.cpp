@@ -212,6 +212,10 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
                                    [sp = s.get()](const void* d, size_t n) { sp->on_record(d, n); });
   if (!reader) return reader.error();
   s->reader_ = std::move(*reader);
+  // A new program image may load the runtime library or the step marker.
+  s->pipe_.set_observer([sp = s.get()](const st_event_header& h, const void*, size_t) {
+    if (h.kind == ST_EV_TASK_EXEC) sp->note_new_process(h.pid);
+  });
 
   if (auto st = s->dev_files_.resolve(*s->tracer_, true); !st) return st.error();
 
@@ -224,7 +228,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
     s->note_new_process(pid);
     if (auto st = s->tracer_->add_target(pid); !st) return st.error();
     for (uint32_t tid : root.threads_of(pid))
-      if (auto c = root.thread_comm(pid, tid)) s->report_.analysis.threads.set_comm(pid, tid, *c);
+      if (auto c = root.thread_comm(pid, tid)) s->pipe_.analysis().threads.set_comm(pid, tid, *c);
     return Ok{};
   };
   for (uint32_t pid : seed)
@@ -246,7 +250,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
     sc.dev_root = o.dev_root;
     sc.proc_root = root.proc();
     s->signals_ = std::make_unique<signals::DeviceSignals>(sc);
-    s->report_.analysis.device_signals = &s->signals_->data();
+    s->pipe_.analysis().device_signals = &s->signals_->data();
   }
   s->start_mono_ns_ = monotonic_ns();
   s->start_cpu_s_ = process_cpu_s();
@@ -312,12 +316,6 @@ void Session::scan_for_libs() {
 }
 
 void Session::on_record(const void* data, size_t len) {
-  ++report_.records;
-  if (len >= sizeof(st_event_header)) {
-    st_event_header h;
-    std::memcpy(&h, data, sizeof(h));
-    if (h.kind == ST_EV_TASK_EXEC) note_new_process(h.pid);
-  }
   if (writer_ && !write_failed_) {
     if (auto st = writer_->append(data, len); !st) {
       // The writer stopped (--max-size, or a failed write): one line now;
@@ -329,7 +327,7 @@ void Session::on_record(const void* data, size_t len) {
         log::error("{}", st.error().message);
     }
   }
-  if (auto ev = decoder_.decode(data, len)) reorder_.push(*ev);
+  pipe_.push(data, len);
 }
 
 Status Session::poll() {
@@ -337,16 +335,17 @@ Status Session::poll() {
   if (auto s = dev_files_.resolve(*tracer_, false); !s) return s;
   auto n = reader_->drain();
   if (!n) return n.error();
-  reorder_.release([this](const Event& e) { report_.analysis.on_event(e); });
+  pipe_.advance();
   if (!scan_.empty()) scan_for_libs();
   if (signals_) {
     std::vector<uint32_t> pids;
-    for (const auto& [tid, t] : report_.analysis.threads.threads())
+    const Analysis& a = pipe_.analysis();
+    for (const auto& [tid, t] : a.threads.threads())
       if (t.pid == tid) pids.push_back(t.pid);
     // Processes that drove an accelerator are the ones with a datastore: served first.
     std::set<uint32_t> accel;
-    for (const auto& [tid_cmd, agg] : report_.analysis.collectors.accel_by_tid_cmd)
-      if (const ThreadInfo* t = report_.analysis.threads.find(tid_cmd.first)) accel.insert(t->pid);
+    for (const auto& [tid_cmd, agg] : a.collectors.accel_by_tid_cmd)
+      if (const ThreadInfo* t = a.threads.find(tid_cmd.first)) accel.insert(t->pid);
     signals_->tick(monotonic_ns(), pids, accel);
   }
   return Ok{};
@@ -383,21 +382,19 @@ Result<SessionReport> Session::finish() {
     }
   }
   if (auto s = poll(); !s) return s.error();
-  reorder_.flush([this](const Event& e) { report_.analysis.on_event(e); });
+  pipe_.flush();
   uint64_t end = monotonic_ns();
   report_.window_start_ns = start_mono_ns_;
   report_.window_end_ns = end;
-
-  // Threads seen without a comm event: name them from /proc while they live.
-  for (const auto& [tid, t] : report_.analysis.threads.threads())
-    if (t.comm.empty())
-      if (auto c = root_.thread_comm(t.pid, tid)) report_.analysis.threads.set_comm(t.pid, tid, *c);
-  report_.decode = decoder_.stats();
-  report_.late_records = reorder_.late();
+  pipe_.name_threads(root_);
+  report_.records = pipe_.records();
+  report_.decode = pipe_.decode_stats();
+  report_.late_records = pipe_.late();
   auto drops = tracer_->read_stats();
   if (!drops) return drops.error();
   report_.drops = *drops;
-  report_.job = report_.analysis.finish(end, report_.drops);
+  report_.job = pipe_.close(end, report_.drops);
+  report_.analysis = pipe_.take_analysis();
   report_.analysis.device_signals = nullptr;  // the sampler's data stays with the session
   if (writer_) {
     // Whatever happened to the file, the report is still printed: marked

@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "capture/capture_file.h"
-#include "capture/reorder.h"
-#include "capture/ring_reader.h"
+#include "loader/ring_reader.h"
 #include "cli/options.h"
 #include "loader/dev_files.h"
 #include "loader/features.h"
 #include "loader/tracer.h"
-#include "session/analysis.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/replay.h"
 #include "session/job_control.h"
 #include "signals/device_signals.h"
 #include "util/sys_root.h"
@@ -80,9 +80,8 @@ class Session {
   std::string end_reason_;         // why tracing ended ("duration", "signal SIGINT"...): report and trailer
   std::unique_ptr<CaptureWriter> writer_;
   bool write_failed_ = false;
-  Decoder decoder_;
-  Reorderer reorder_;
-  SessionReport report_;
+  Pipeline pipe_;         // decode -> reorder -> analysis
+  SessionReport report_;  // how the tracing went (the analysis joins it at finish)
   DevFileSet dev_files_;
   LibScanQueue scan_;
   std::set<std::string> probed_libs_;
@@ -97,10 +96,5 @@ uint64_t monotonic_ns();
 std::vector<std::string> find_probe_libs(const std::string& maps);
 // libnrt / step-marker libraries a program links against (resolved by ld.so).
 std::vector<std::string> resolve_needed_libs(const std::string& cmd);
-
-// `steptrace report FILE`: the same decode -> reorder -> analysis over a capture.
-Result<SessionReport> replay_capture(const std::string& path);
-// Same, over capture bytes in memory (the report fuzzer).
-Result<SessionReport> replay_capture_bytes(const uint8_t* data, size_t size);
 
 }  // namespace steptrace

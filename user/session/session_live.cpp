@@ -20,11 +20,14 @@ double cpu_s_now() {
 }  // namespace
 
 Result<SessionReport> Session::snapshot() const {
-  SessionReport r = report_;  // copy: the live analysis keeps accumulating
+  SessionReport r = report_;
+  r.analysis = pipe_.analysis();  // a copy: the live analysis keeps accumulating
   uint64_t now = monotonic_ns();
   r.window_start_ns = start_mono_ns_;
   r.window_end_ns = now;
-  r.decode = decoder_.stats();
+  r.records = pipe_.records();
+  r.decode = pipe_.decode_stats();
+  r.late_records = pipe_.late();
   auto drops = tracer_->read_stats();
   if (!drops) return drops.error();
   r.drops = *drops;

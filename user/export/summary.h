@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "session/analysis.h"
+#include "pipeline/analysis.h"
 
 namespace steptrace {
 

@@ -10,8 +10,8 @@
 #include "attribution/job_analysis.h"
 #include "decode/decoder.h"
 #include "capture/drop_stats.h"
-#include "loader/tiers.h"  // AttachTier: passive data, no libbpf
-#include "report/collector_stats.h"
+#include "capture/attach_tier.h"
+#include "timeline/collector_stats.h"
 #include "timeline/thread_table.h"
 #include "timeline/timeline_store.h"
 

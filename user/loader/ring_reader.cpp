@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "capture/ring_reader.h"
+#include "loader/ring_reader.h"
 
 #include <bpf/libbpf.h>
 #include <fmt/core.h>

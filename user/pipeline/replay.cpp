@@ -4,10 +4,10 @@
 #include <functional>
 #include <limits>
 
+#include "pipeline/replay.h"
+
 #include "capture/capture_file.h"
-#include "capture/reorder.h"
-#include "decode/decoder.h"
-#include "session/session.h"
+#include "pipeline/pipeline.h"
 
 namespace steptrace {
 namespace {
@@ -28,28 +28,24 @@ using RecordFn = std::function<void(const void*, size_t)>;
 
 Result<SessionReport> replay(const std::function<Result<CaptureContents>(const RecordFn&)>& read) {
   SessionReport r;
-  Decoder decoder;
-  Reorderer reorder;
-  uint64_t last_ts = 0;
+  Pipeline pipe;
   // Records go through decode -> reorder -> analysis as each chunk is read.
   auto c = read([&](const void* d, size_t n) {
-    ++r.records;
-    if (auto ev = decoder.decode(d, n)) {
-      last_ts = std::max<uint64_t>(last_ts, header_of(*ev).ts_ns);
-      reorder.push(*ev);
-      reorder.release([&](const Event& e) { r.analysis.on_event(e); });
-    }
+    pipe.push(d, n);
+    pipe.advance();
   });
   if (!c) return c.error();
-  reorder.flush([&](const Event& e) { r.analysis.on_event(e); });
+  pipe.flush();
   const auto& m = c->meta;  // an object (read_capture checks)
   r.warnings = c->warnings;
+  r.records = pipe.records();
   r.window_start_ns = meta_uint<uint64_t>(m, "window_start_ns", 0, r.warnings);
-  r.window_end_ns = std::max(c->window_end_ns.value_or(last_ts), last_ts);
-  r.decode = decoder.stats();
-  r.late_records = reorder.late();
+  r.window_end_ns = std::max(c->window_end_ns.value_or(pipe.newest_ts()), pipe.newest_ts());
+  r.decode = pipe.decode_stats();
+  r.late_records = pipe.late();
   r.drops = c->drops;
-  r.job = r.analysis.finish(r.window_end_ns, r.drops);
+  r.job = pipe.close(r.window_end_ns, r.drops);
+  r.analysis = pipe.take_analysis();
   r.ring_mib = meta_uint<uint32_t>(m, "ring_mib", 0, r.warnings);
   r.drain_ms = meta_uint<uint32_t>(m, "drain_ms", 0, r.warnings);
   r.wall_s = r.window_end_ns > r.window_start_ns ? static_cast<double>(r.window_end_ns - r.window_start_ns) / 1e9 : 0;

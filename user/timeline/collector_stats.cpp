@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "report/collector_stats.h"
+#include "timeline/collector_stats.h"
 
 #include <arpa/inet.h>
 #include <fmt/core.h>

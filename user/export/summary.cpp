@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "report/summary.h"
+#include "export/summary.h"
 #include "util/text.h"
 
 #include <fmt/core.h>

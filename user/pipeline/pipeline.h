@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+// The one path from raw records to an analysis, shared by live tracing
+// (session/), replay of a capture (pipeline/replay.cpp) and the daemon:
+//
+//   push(bytes) -> decode -> reorder -> advance() -> Analysis (threads,
+//   collectors, timelines) -> close(end, drops) -> steps -> attribution -> verdict
+//
+// It is windowed: close_window() returns the finished window's analysis and
+// starts an empty one, keeping the decoder and the events still held back for
+// ordering, so a long-running consumer forgets what it no longer needs.
+// The pipeline never touches the kernel: drivers own the ring reader and
+// the drop counters and hand both in.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "capture/reorder.h"
+#include "decode/decoder.h"
+#include "pipeline/analysis.h"
+#include "util/sys_root.h"
+
+namespace steptrace {
+
+class Pipeline {
+ public:
+  // Sees every record before decode (a raw view: exec events start a
+  // library scan, fork events feed the daemon's parent map).
+  using RecordObserver = std::function<void(const st_event_header& h, const void* data, size_t len)>;
+
+  void set_observer(RecordObserver fn) { observer_ = std::move(fn); }
+
+  // One record from the ring buffer or a capture file.
+  void push(const void* data, size_t len);
+  // Deliver the events old enough to be in order (call after each drain).
+  void advance();
+  // Deliver everything still held back (the end of the input).
+  void flush();
+
+  Analysis& analysis() { return analysis_; }
+  const Analysis& analysis() const { return analysis_; }
+
+  // Threads seen without a comm event: name them from /proc while they live.
+  void name_threads(const SysRoot& root);
+
+  // Close the window at end_ns: steps -> attribution -> verdict over what
+  // has been delivered. The analysis stays (sinks read its threads and timelines).
+  JobAnalysis close(uint64_t end_ns, const DropStats& drops) { return analysis_.finish(end_ns, drops); }
+  // Close the window and start an empty one; events held back for ordering
+  // go to the next window. The device-signal source carries over.
+  JobAnalysis close_window(uint64_t end_ns, const DropStats& drops);
+  // Start an empty window without closing the current one (its analysis is dropped).
+  void start_window();
+  // The finished analysis, for a report (the pipeline is spent afterwards).
+  Analysis take_analysis() { return std::move(analysis_); }
+  // A new input (a rebuilt tracer): fresh decoder and ordering, empty
+  // window. Counters (records, late, decode stats) stay cumulative.
+  void restart();
+
+  uint64_t records() const { return records_; }
+  uint64_t window_records() const { return window_records_; }
+  uint64_t late() const { return late_base_ + reorder_.late(); }
+  DecodeStats decode_stats() const;
+  uint64_t newest_ts() const { return newest_ts_; }  // newest decoded record's timestamp
+
+ private:
+  Decoder decoder_;
+  Reorderer reorder_;
+  Analysis analysis_;
+  RecordObserver observer_;
+  uint64_t records_ = 0, window_records_ = 0, late_base_ = 0, newest_ts_ = 0;
+  DecodeStats decode_base_{};
+};
+
+}  // namespace steptrace
