@@ -6,7 +6,9 @@
 #    (the linker checks the same from the other side: steptrace_analysis does
 #    not link libbpf);
 #  - no file in user/ is longer than MAX_LINES unless it says why on a line
-#    starting with "// long file:".
+#    starting with "// long file:", and no function (a definition starting in
+#    column 0) is longer than MAX_FUNCTION_LINES unless one of the three lines
+#    above it starts with "// long function:".
 # Usage: check-includes.py [REPO_ROOT]    exit 0 when every rule holds.
 import pathlib
 import re
@@ -32,6 +34,25 @@ ALLOWED = {
 FORBIDDEN_IN_ANALYSIS = re.compile(r'#\s*include\s*[<"](bpf/|libbpf|[^">]*\.skel\.h)')
 INCLUDE = re.compile(r'#\s*include\s*"([a-z_]+)/[^"]+"')
 MAX_LINES = 500
+MAX_FUNCTION_LINES = 120
+FUNCTION_START = re.compile(r"^[A-Za-z_][^;]*\)[^;]*\{\s*$")
+
+
+def long_functions(lines):
+    """(first line, length) of each column-0 function definition over the limit."""
+    out = []
+    i = 0
+    while i < len(lines):
+        if FUNCTION_START.match(lines[i]) and not lines[i].startswith(("namespace", "struct", "class", "enum")):
+            j = i + 1
+            while j < len(lines) and not lines[j].startswith("}"):
+                j += 1
+            length = j - i + 1
+            if length > MAX_FUNCTION_LINES and not any(l.startswith("// long function:") for l in lines[max(0, i - 3):i]):
+                out.append((i + 1, length))
+            i = j
+        i += 1
+    return out
 
 
 def main() -> int:
@@ -48,6 +69,8 @@ def main() -> int:
         lines = text.splitlines()
         if len(lines) > MAX_LINES and not any(l.startswith("// long file:") for l in lines):
             errors.append(f"user/{rel}: {len(lines)} lines (over {MAX_LINES}; split it, or say why on a '// long file:' line)")
+        for first, length in long_functions(lines):
+            errors.append(f"user/{rel}:{first}: a function of {length} lines (over {MAX_FUNCTION_LINES}; split it, or say why on a '// long function:' line above it)")
         if room is None:
             continue
         if room not in ALLOWED:

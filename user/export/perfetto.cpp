@@ -29,156 +29,189 @@ const char* span_name(SpanKind k) {
   return "call";
 }
 
-}  // namespace
-
-json perfetto_trace(const SessionReport& r, const PerfettoOptions& opt) {
-  const uint64_t t0 = r.window_start_ns;
-  auto us = [t0](uint64_t ns) { return ns > t0 ? static_cast<double>(ns - t0) / 1e3 : 0.0; };
-  auto dur_us = [](uint64_t a, uint64_t b) { return b > a ? static_cast<double>(b - a) / 1e3 : 0.0; };
+// One trace being written: the event list and the report's time origin.
+struct TraceWriter {
+  const SessionReport& r;
+  const PerfettoOptions& opt;
   json ev = json::array();
   size_t dropped_slices = 0;
+  uint64_t async_id = 1;
 
-  const auto& job = r.job;
-  const auto& tl = r.analysis.timeline;
-  const auto& threads = r.analysis.threads;
-
-  // Which process is which: ranks, their loaders, everything else.
-  std::map<uint32_t, std::string> proc_name;
-  std::map<uint32_t, int> proc_sort;
-  for (const auto& rk : job.ranks) {
-    proc_name[rk.pid] = fmt::format("rank {}: {} {}{}", rk.rank, rk.comm, rk.pid,
-                                    rk.rank == job.verdict.straggler_rank ? " (straggler)" : "");
-    proc_sort[rk.pid] = rk.rank * 2;
-    for (uint32_t lp : rk.loader_pids) {
-      if (proc_name.count(lp)) continue;
-      proc_name[lp] = fmt::format("rank {} loader {}", rk.rank, lp);
-      proc_sort[lp] = rk.rank * 2 + 1;
-    }
+  double us(uint64_t ns) const {
+    return ns > r.window_start_ns ? static_cast<double>(ns - r.window_start_ns) / 1e3 : 0.0;
   }
-  std::set<uint32_t> pids;
-  for (const auto& [tid, t] : tl.threads()) pids.insert(t.pid);
-  for (const auto& rk : job.ranks) pids.insert(rk.pid);
-  for (uint32_t pid : pids) {
-    std::string name = proc_name.count(pid) ? proc_name[pid] : "";
-    if (name.empty()) {
-      const auto* ti = threads.find(pid);
-      name = fmt::format("{} {}", ti && !ti->comm.empty() ? ti->comm : "process", pid);
+  static double dur_us(uint64_t a, uint64_t b) { return b > a ? static_cast<double>(b - a) / 1e3 : 0.0; }
+
+  // Which process is which: ranks, their loaders, everything else. Returns the pids named.
+  std::set<uint32_t> process_names() {
+    const auto& job = r.job;
+    std::map<uint32_t, std::string> proc_name;
+    std::map<uint32_t, int> proc_sort;
+    for (const auto& rk : job.ranks) {
+      proc_name[rk.pid] = fmt::format("rank {}: {} {}{}", rk.rank, rk.comm, rk.pid,
+                                      rk.rank == job.verdict.straggler_rank ? " (straggler)" : "");
+      proc_sort[rk.pid] = rk.rank * 2;
+      for (uint32_t lp : rk.loader_pids) {
+        if (proc_name.count(lp)) continue;
+        proc_name[lp] = fmt::format("rank {} loader {}", rk.rank, lp);
+        proc_sort[lp] = rk.rank * 2 + 1;
+      }
     }
-    ev.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", name}}}});
-    int sort = proc_sort.count(pid) ? proc_sort[pid] : 1000 + static_cast<int>(pid % 100000);
-    ev.push_back(
-        {{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", sort}}}});
+    std::set<uint32_t> pids;
+    for (const auto& [tid, t] : r.analysis.timeline.threads()) pids.insert(t.pid);
+    for (const auto& rk : job.ranks) pids.insert(rk.pid);
+    for (uint32_t pid : pids) {
+      std::string name = proc_name.count(pid) ? proc_name[pid] : "";
+      if (name.empty()) {
+        const auto* ti = r.analysis.threads.find(pid);
+        name = fmt::format("{} {}", ti && !ti->comm.empty() ? ti->comm : "process", pid);
+      }
+      ev.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", name}}}});
+      int sort = proc_sort.count(pid) ? proc_sort[pid] : 1000 + static_cast<int>(pid % 100000);
+      ev.push_back(
+          {{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", sort}}}});
+    }
+    return pids;
   }
 
   // Steps: one track per rank.
-  for (const auto& rk : job.ranks) {
-    const uint64_t tid = kStepsTrackTid + static_cast<uint64_t>(rk.rank);
-    ev.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", rk.pid}, {"tid", tid},
-                  {"args", {{"name", fmt::format("steps (rank {})", rk.rank)}}}});
-    ev.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", rk.pid}, {"tid", tid},
-                  {"args", {{"sort_index", -1}}}});
-    for (const auto& st : rk.steps) {
-      json args = json::object();
-      for (size_t c = 0; c < kCategories; ++c)
-        args[std::string(kCategoryNames[c]) + "_ms"] = static_cast<double>(st.ns[c]) / 1e6;
-      args["duration_ms"] = static_cast<double>(st.duration()) / 1e6;
-      args["gating"] = std::string(category_name(st.gating));
-      args["late_ms"] = static_cast<double>(st.late_ns) / 1e6;
-      args["copy_bytes"] = st.copy_bytes;
-      args["warmup"] = st.index < job.skipped_warmup_steps;
-      ev.push_back({{"ph", "X"}, {"name", fmt::format("step {}", st.index)}, {"cat", "step"}, {"pid", rk.pid},
-                    {"tid", tid}, {"ts", us(st.start_ns)}, {"dur", dur_us(st.start_ns, st.end_ns)},
-                    {"args", args}});
+  void step_tracks() {
+    const auto& job = r.job;
+    for (const auto& rk : job.ranks) {
+      const uint64_t tid = kStepsTrackTid + static_cast<uint64_t>(rk.rank);
+      ev.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", rk.pid}, {"tid", tid},
+                    {"args", {{"name", fmt::format("steps (rank {})", rk.rank)}}}});
+      ev.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", rk.pid}, {"tid", tid},
+                    {"args", {{"sort_index", -1}}}});
+      for (const auto& st : rk.steps) {
+        json args = json::object();
+        for (size_t c = 0; c < kCategories; ++c)
+          args[std::string(kCategoryNames[c]) + "_ms"] = static_cast<double>(st.ns[c]) / 1e6;
+        args["duration_ms"] = static_cast<double>(st.duration()) / 1e6;
+        args["gating"] = std::string(category_name(st.gating));
+        args["late_ms"] = static_cast<double>(st.late_ns) / 1e6;
+        args["copy_bytes"] = st.copy_bytes;
+        args["warmup"] = st.index < job.skipped_warmup_steps;
+        ev.push_back({{"ph", "X"}, {"name", fmt::format("step {}", st.index)}, {"cat", "step"}, {"pid", rk.pid},
+                      {"tid", tid}, {"ts", us(st.start_ns)}, {"dur", dur_us(st.start_ns, st.end_ns)},
+                      {"args", args}});
+      }
     }
   }
 
-  // Threads: names, state slices, call slices, disk requests.
-  std::vector<const ThreadTimeline*> tls;
-  for (const auto& [tid, t] : tl.threads()) tls.push_back(&t);
-  std::sort(tls.begin(), tls.end(), [](auto* a, auto* b) { return a->tid < b->tid; });
-  uint64_t async_id = 1;
-  for (const auto* t : tls) {
-    const auto* ti = threads.find(t->tid);
-    std::string comm = ti && !ti->comm.empty() ? ti->comm : fmt::format("thread {}", t->tid);
-    ev.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", t->pid}, {"tid", t->tid},
-                  {"args", {{"name", fmt::format("{} {}", comm, t->tid)}}}});
-    for (const auto& s : t->segs) {
+  void state_slices(const ThreadTimeline& t) {
+    for (const auto& s : t.segs) {
       if (s.state == ThreadState::unknown || s.state == ThreadState::dead || s.end <= s.start) continue;
       if (ev.size() >= opt.max_events) {
         ++dropped_slices;
         continue;
       }
-      json e = {{"ph", "X"}, {"name", state_name(s.state)}, {"cat", "sched"}, {"pid", t->pid}, {"tid", t->tid},
+      json e = {{"ph", "X"}, {"name", state_name(s.state)}, {"cat", "sched"}, {"pid", t.pid}, {"tid", t.tid},
                 {"ts", us(s.start)}, {"dur", dur_us(s.start, s.end)}};
       if (s.waker_tid) e["args"] = {{"woken_by_tid", s.waker_tid}, {"woken_by_pid", s.waker_pid}};
       if (s.preempted_by) e["args"] = {{"preempted_by_tid", s.preempted_by}};
       ev.push_back(std::move(e));
     }
-    if (!t->spans.empty()) {
-      const uint64_t ctid = kCallsTrackTid + t->tid;
-      ev.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", t->pid}, {"tid", ctid},
-                    {"args", {{"name", fmt::format("{} {} calls", comm, t->tid)}}}});
-      // Start order, longer first, so enclosing calls precede what they contain.
-      std::vector<const Span*> sp;
-      for (const auto& s : t->spans) sp.push_back(&s);
-      std::sort(sp.begin(), sp.end(), [](auto* a, auto* b) {
-        return a->start != b->start ? a->start < b->start : a->end > b->end;
-      });
-      for (const auto* s : sp) {
-        if (s->end < s->start) continue;
-        std::string name = span_name(s->kind);
-        json args = json::object();
-        if (s->kind == SpanKind::ioctl) {
-          name = std::string(neuron_cmd_name(s->cmd));
-          args["cmd"] = s->cmd;
-          args["ret"] = s->ret;
-        } else if (s->kind == SpanKind::rdma_verb) {
-          VerbInfo v = rdma_verb_info(s->cmd >> 16, s->cmd & 0xffff, s->flags);
-          name = "uverbs " + v.name;
-          args["group"] = std::string(verb_group_name(v.group));
-          args["ret"] = s->ret;
-        }
-        if (s->bytes) args["bytes"] = s->bytes;
-        if (s->sock_id) {
-          auto it = tl.sockets().find(s->sock_id);
-          if (it != tl.sockets().end()) args["socket"] = format_tuple(it->second);
-        }
-        const char* cat = s->kind == SpanKind::ioctl                                       ? "ioctl"
-                          : (s->kind == SpanKind::net_send || s->kind == SpanKind::net_recv) ? "net"
-                          : s->kind == SpanKind::rdma_verb                                   ? "efa_control"
-                                                                                             : "runtime";
-        ev.push_back({{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", t->pid}, {"tid", ctid},
-                      {"ts", us(s->start)}, {"dur", dur_us(s->start, s->end)}, {"args", args}});
+  }
+
+  void call_slices(const ThreadTimeline& t, const std::string& comm) {
+    if (t.spans.empty()) return;
+    const auto& tl = r.analysis.timeline;
+    const uint64_t ctid = kCallsTrackTid + t.tid;
+    ev.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", t.pid}, {"tid", ctid},
+                  {"args", {{"name", fmt::format("{} {} calls", comm, t.tid)}}}});
+    // Start order, longer first, so enclosing calls precede what they contain.
+    std::vector<const Span*> sp;
+    for (const auto& s : t.spans) sp.push_back(&s);
+    std::sort(sp.begin(), sp.end(), [](auto* a, auto* b) {
+      return a->start != b->start ? a->start < b->start : a->end > b->end;
+    });
+    for (const auto* s : sp) {
+      if (s->end < s->start) continue;
+      std::string name = span_name(s->kind);
+      json args = json::object();
+      if (s->kind == SpanKind::ioctl) {
+        name = std::string(neuron_cmd_name(s->cmd));
+        args["cmd"] = s->cmd;
+        args["ret"] = s->ret;
+      } else if (s->kind == SpanKind::rdma_verb) {
+        VerbInfo v = rdma_verb_info(s->cmd >> 16, s->cmd & 0xffff, s->flags);
+        name = "uverbs " + v.name;
+        args["group"] = std::string(verb_group_name(v.group));
+        args["ret"] = s->ret;
       }
+      if (s->bytes) args["bytes"] = s->bytes;
+      if (s->sock_id) {
+        auto it = tl.sockets().find(s->sock_id);
+        if (it != tl.sockets().end()) args["socket"] = format_tuple(it->second);
+      }
+      const char* cat = s->kind == SpanKind::ioctl                                       ? "ioctl"
+                        : (s->kind == SpanKind::net_send || s->kind == SpanKind::net_recv) ? "net"
+                        : s->kind == SpanKind::rdma_verb                                   ? "efa_control"
+                                                                                           : "runtime";
+      ev.push_back({{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", t.pid}, {"tid", ctid},
+                    {"ts", us(s->start)}, {"dur", dur_us(s->start, s->end)}, {"args", args}});
     }
-    for (const auto& b : t->block) {
+  }
+
+  void disk_requests(const ThreadTimeline& t) {
+    for (const auto& b : t.block) {
       if (b.end < b.start) continue;
       std::string name = fmt::format("disk {} {}", b.write ? "write" : "read", format_dev(b.dev));
-      json args = {{"bytes", b.bytes}, {"tid", t->tid}};
-      ev.push_back({{"ph", "b"}, {"name", name}, {"cat", "disk"}, {"id", async_id}, {"pid", t->pid},
-                    {"tid", t->tid}, {"ts", us(b.start)}, {"args", args}});
-      ev.push_back({{"ph", "e"}, {"name", name}, {"cat", "disk"}, {"id", async_id}, {"pid", t->pid},
-                    {"tid", t->tid}, {"ts", us(b.end)}});
+      json args = {{"bytes", b.bytes}, {"tid", t.tid}};
+      ev.push_back({{"ph", "b"}, {"name", name}, {"cat", "disk"}, {"id", async_id}, {"pid", t.pid},
+                    {"tid", t.tid}, {"ts", us(b.start)}, {"args", args}});
+      ev.push_back({{"ph", "e"}, {"name", name}, {"cat", "disk"}, {"id", async_id}, {"pid", t.pid},
+                    {"tid", t.tid}, {"ts", us(b.end)}});
       ++async_id;
     }
   }
 
-  // Counters: what the kernel emitted and dropped per class (known per window).
-  const uint32_t cpid = job.ranks.empty() ? (pids.empty() ? 0 : *pids.begin()) : job.ranks.front().pid;
-  json zero = json::object(), emitted = json::object(), dropped = json::object();
-  for (int k = 1; k < ST_EV_KIND_MAX; ++k) {
-    if (r.drops.emitted[k] == 0 && r.drops.dropped[k] == 0) continue;
-    std::string n(kind_name(static_cast<uint32_t>(k)));
-    zero[n] = 0;
-    emitted[n] = r.drops.emitted[k];
-    dropped[n] = r.drops.dropped[k];
+  // Threads: names, state slices, call slices, disk requests.
+  void thread_tracks() {
+    std::vector<const ThreadTimeline*> tls;
+    for (const auto& [tid, t] : r.analysis.timeline.threads()) tls.push_back(&t);
+    std::sort(tls.begin(), tls.end(), [](auto* a, auto* b) { return a->tid < b->tid; });
+    for (const auto* t : tls) {
+      const auto* ti = r.analysis.threads.find(t->tid);
+      std::string comm = ti && !ti->comm.empty() ? ti->comm : fmt::format("thread {}", t->tid);
+      ev.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", t->pid}, {"tid", t->tid},
+                    {"args", {{"name", fmt::format("{} {}", comm, t->tid)}}}});
+      state_slices(*t);
+      call_slices(*t, comm);
+      disk_requests(*t);
+    }
   }
-  const double end_us = us(r.window_end_ns);
-  ev.push_back({{"ph", "C"}, {"name", "events dropped"}, {"pid", cpid}, {"tid", 0}, {"ts", 0.0}, {"args", zero}});
-  ev.push_back({{"ph", "C"}, {"name", "events dropped"}, {"pid", cpid}, {"tid", 0}, {"ts", end_us}, {"args", dropped}});
-  ev.push_back({{"ph", "C"}, {"name", "events emitted"}, {"pid", cpid}, {"tid", 0}, {"ts", 0.0}, {"args", zero}});
-  ev.push_back({{"ph", "C"}, {"name", "events emitted"}, {"pid", cpid}, {"tid", 0}, {"ts", end_us}, {"args", emitted}});
 
+  // Counters: what the kernel emitted and dropped per class (known per window).
+  void drop_counters(const std::set<uint32_t>& pids) {
+    const auto& job = r.job;
+    const uint32_t cpid = job.ranks.empty() ? (pids.empty() ? 0 : *pids.begin()) : job.ranks.front().pid;
+    json zero = json::object(), emitted = json::object(), dropped = json::object();
+    for (int k = 1; k < ST_EV_KIND_MAX; ++k) {
+      if (r.drops.emitted[k] == 0 && r.drops.dropped[k] == 0) continue;
+      std::string n(kind_name(static_cast<uint32_t>(k)));
+      zero[n] = 0;
+      emitted[n] = r.drops.emitted[k];
+      dropped[n] = r.drops.dropped[k];
+    }
+    const double end_us = us(r.window_end_ns);
+    ev.push_back({{"ph", "C"}, {"name", "events dropped"}, {"pid", cpid}, {"tid", 0}, {"ts", 0.0}, {"args", zero}});
+    ev.push_back({{"ph", "C"}, {"name", "events dropped"}, {"pid", cpid}, {"tid", 0}, {"ts", end_us}, {"args", dropped}});
+    ev.push_back({{"ph", "C"}, {"name", "events emitted"}, {"pid", cpid}, {"tid", 0}, {"ts", 0.0}, {"args", zero}});
+    ev.push_back({{"ph", "C"}, {"name", "events emitted"}, {"pid", cpid}, {"tid", 0}, {"ts", end_us}, {"args", emitted}});
+  }
+};
+
+}  // namespace
+
+json perfetto_trace(const SessionReport& r, const PerfettoOptions& opt) {
+  TraceWriter w{r, opt};
+  auto pids = w.process_names();
+  w.step_tracks();
+  w.thread_tracks();
+  w.drop_counters(pids);
+  const auto& job = r.job;
   json meta = {{"schema", "steptrace.perfetto/1"},
                {"verdict", job.verdict.headline},
                {"verdict_category", std::string(category_name(job.verdict.category))},
@@ -188,8 +221,8 @@ json perfetto_trace(const SessionReport& r, const PerfettoOptions& opt) {
                {"records", r.records},
                {"window_start_ns", r.window_start_ns},
                {"window_end_ns", r.window_end_ns},
-               {"slices_left_out", dropped_slices}};
-  return {{"traceEvents", std::move(ev)}, {"displayTimeUnit", "ms"}, {"metadata", meta}};
+               {"slices_left_out", w.dropped_slices}};
+  return {{"traceEvents", std::move(w.ev)}, {"displayTimeUnit", "ms"}, {"metadata", meta}};
 }
 
 }  // namespace steptrace

@@ -127,13 +127,12 @@ bool want_color(bool no_color_flag, int fd) {
   return ::isatty(fd) == 1;
 }
 
-std::string format_report_text(const SessionReport& r, const TextStyle& style) {
-  const Painter paint{style.color};
+namespace {
+
+// 1. The verdict, one line, and what makes it INCOMPLETE.
+void verdict_section(std::string& o, const SessionReport& r, const Painter& paint) {
   const auto& job = r.job;
   const auto& v = job.verdict;
-  std::string o;
-
-  // 1. The verdict, one line.
   // The headline is one sentence; it wraps (indented) rather than being cut.
   std::string head = v.headline.empty() ? "no verdict" : v.headline;
   if (r.incomplete() || v.incomplete) head += " [INCOMPLETE]";
@@ -149,7 +148,12 @@ std::string format_report_text(const SessionReport& r, const TextStyle& style) {
   }
   if (!r.capture_end.empty())
     o += paint(fit(fmt::format("  INCOMPLETE: the capture ended early ({})", r.capture_end)), "1;31") + "\n";
+}
 
+// 2-5. Steps, percentiles, evidence, ranks (when there are ranks).
+void ranks_sections(std::string& o, const SessionReport& r, const TextStyle& style, const Painter& paint) {
+  const auto& job = r.job;
+  const auto& v = job.verdict;
   if (!job.ranks.empty()) {
     // 2. Per-step table (first rank; every rank with -v).
     o += "\n";
@@ -202,9 +206,10 @@ std::string format_report_text(const SessionReport& r, const TextStyle& style) {
                                   v.straggler_rank, human_ns(v.straggler_late_ns), category_name(v.straggler_cause)),
                 "  ");
   }
-  efa_control_section(o, job, paint);
+}
 
-  // Detail tables with -v.
+// Detail tables with -v (threads, ioctls, block I/O, sockets, tiers); one summary line without.
+void detail_tables(std::string& o, const SessionReport& r, const TextStyle& style, const Painter& paint) {
   const auto& c = r.analysis.collectors;
   if (style.verbose > 0) {
     o += "\n" + paint("Threads (ms)", "1") + "\n";
@@ -260,7 +265,10 @@ std::string format_report_text(const SessionReport& r, const TextStyle& style) {
          "\n";
   }
 
-  // 6. Footer: events, drops per class, the tracer's own cost.
+}
+
+// 6. Footer: events, drops per class, the tracer's own cost.
+void footer_section(std::string& o, const SessionReport& r, const Painter& paint) {
   o += "\n" + paint("Events and overhead", "1") + "\n";
   uint64_t lost = 0;
   for (uint64_t n : r.drops.losses) lost += n;
@@ -297,6 +305,18 @@ std::string format_report_text(const SessionReport& r, const TextStyle& style) {
                          r.job_outcome.empty() ? "" : "; the job " + r.job_outcome)) +
          "\n";
   for (const auto& w : r.warnings) o += wrap("warning: ", host_string(w), "  ");
+}
+
+}  // namespace
+
+std::string format_report_text(const SessionReport& r, const TextStyle& style) {
+  const Painter paint{style.color};
+  std::string o;
+  verdict_section(o, r, paint);
+  ranks_sections(o, r, style, paint);
+  efa_control_section(o, r.job, paint);
+  detail_tables(o, r, style, paint);
+  footer_section(o, r, paint);
   return o;
 }
 
