@@ -5,7 +5,9 @@ include(GNUInstallDirs)
 set(_pkg ${CMAKE_SOURCE_DIR}/packaging)
 install(FILES ${_pkg}/systemd/steptrace.service DESTINATION lib/systemd/system)
 install(FILES ${_pkg}/steptrace.toml DESTINATION /etc/steptrace)
-install(FILES ${_pkg}/steptrace.8 DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
+# The man page's version comes from project(VERSION), its one home.
+configure_file(${_pkg}/steptrace.8.in ${CMAKE_BINARY_DIR}/steptrace.8 @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/steptrace.8 DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
 install(FILES ${_pkg}/grafana/steptrace-dashboard.json ${_pkg}/prometheus/steptrace-alerts.yml
         DESTINATION ${CMAKE_INSTALL_DATADIR}/steptrace)
 

@@ -38,6 +38,10 @@ dpkg --root="$root" --force-depends --force-not-root --force-script-chrootless -
 dpkg --root="$root" -s steptrace | grep -q "Status: install ok installed" || fail "not installed"
 [ -x "$root/usr/sbin/steptrace" ] || fail "binary not installed"
 "$root/usr/sbin/steptrace" daemon --help | grep -q -- "--max-cpu" || fail "installed binary has no daemon"
+# One version everywhere: the package, the binary and the installed man page.
+ver=$(dpkg-deb --field "$deb" Version)
+"$root/usr/sbin/steptrace" --version | grep -qF "$ver" || fail "steptrace --version is not the package version $ver"
+zcat -f "$root"/usr/share/man/man8/steptrace.8* | head -1 | grep -qF "steptrace $ver" || fail "man page version is not $ver"
 # The shipped config is valid for the daemon: --config with an unknown key fails, the default doesn't.
 echo 'bogus_key = 1' >"$work/bad.toml"
 if "$root/usr/sbin/steptrace" daemon --config "$work/bad.toml" --listen 127.0.0.1:1 2>"$work/bad.err"; then
@@ -68,11 +72,11 @@ fi
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["panels"] and d["title"]' \
   "$src/packaging/grafana/steptrace-dashboard.json" || fail "dashboard JSON"
 if command -v groff >/dev/null 2>&1; then
-  w=$(groff -man -Tutf8 -ww -z "$src/packaging/steptrace.8" 2>&1 || true)
+  w=$(groff -man -Tutf8 -ww -z "$src/packaging/steptrace.8.in" 2>&1 || true)
   [ -z "$w" ] || fail "man page warnings: $w"
-  [ "$(groff -man -Tutf8 "$src/packaging/steptrace.8" 2>/dev/null | wc -l)" -gt 100 ] || fail "man page does not render"
+  [ "$(groff -man -Tutf8 "$src/packaging/steptrace.8.in" 2>/dev/null | wc -l)" -gt 100 ] || fail "man page does not render"
 fi
-grep -q '^\.SH OVERHEAD' "$src/packaging/steptrace.8" || fail "man page has no OVERHEAD section"
+grep -q '^\.SH OVERHEAD' "$src/packaging/steptrace.8.in" || fail "man page has no OVERHEAD section"
 # The container recipe and the DaemonSet are at least well-formed.
 grep -q '^FROM ' "$src/packaging/Dockerfile" && grep -q '^ENTRYPOINT \[' "$src/packaging/Dockerfile" || fail "Dockerfile"
 python3 - "$src/packaging/kubernetes/daemonset.yaml" <<'PY' || fail "DaemonSet manifest"
