@@ -25,6 +25,8 @@ u=$root/user
 srcs=("$root/tools/fuzz/fuzz_report.cpp" "$u/session/replay.cpp" "$u/capture/capture_file.cpp"
       "$u/decode/decoder.cpp" "$u/decode/neuron_cmd.cpp" "$u/decode/rdma_verb.cpp"
       "$u/attribution/fabric_setup.cpp" "$u/attribution/job_analysis.cpp" "$u/attribution/verdict.cpp"
+      "$u/attribution/step_attribution.cpp" "$u/attribution/cross_rank.cpp" "$u/attribution/device_signal_pass.cpp"
+      "$u/steps/anchors.cpp" "$u/steps/ranks.cpp" "$u/steps/step_builder.cpp" "$u/signals/signals_data.cpp"
       "$u/timeline/timeline_store.cpp" "$u/timeline/thread_table.cpp" "$u/report/collector_stats.cpp"
       "$u/report/summary.cpp" "$u/export/report_stats.cpp" "$u/export/text_report.cpp"
       "$u/export/perfetto.cpp" "$u/export/html_report.cpp" "$u/signals/counters.cpp"
@@ -33,7 +35,7 @@ srcs=("$root/tools/fuzz/fuzz_report.cpp" "$u/session/replay.cpp" "$u/capture/cap
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
        -I"$u" -I"$root/bpf")
 # One object per source, rebuilt when it or any header is newer (2 jobs: CI machines are small).
-newest_h=$(stat -c %Y "$u"/*/*.h "$root/bpf/steptrace_abi.h" | sort -n | tail -1)
+newest_h=$(stat -c %Y "$u"/*/*.h "$root/bpf/steptrace_abi.h" "$root/bpf/arch_x86.h" | sort -n | tail -1)
 objs=()
 for s in "${srcs[@]}"; do
   o=$out/obj/$(echo "${s#"$root"/}" | tr / _).o
