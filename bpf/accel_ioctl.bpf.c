@@ -15,10 +15,7 @@
 #include "common.bpf.h"
 #include "neuron_uapi.h"
 #include "rdma_uapi.h"
-
-#define ST_NR_WRITE 1        /* x86_64 */
-#define ST_NR_IOCTL 16       /* x86_64 */
-#define ST_NR_SCHED_YIELD 24 /* x86_64 */
+#include "arch_x86.h" /* syscall numbers and argument registers */
 
 /* Where the byte count lives in the argument, by command; 0 = no bytes. */
 static __always_inline void st_accel_classify(__u32 cmd, __u32 *size_off, __u32 *size_len,
@@ -177,9 +174,9 @@ static __always_inline void st_accel_record(struct st_task_state *ts, int fd, __
 
 static __always_inline void st_accel_enter(struct st_task_state *ts, struct pt_regs *regs, __u64 now)
 {
-	int fd = (int)BPF_CORE_READ(regs, di);
-	__u32 cmd = (__u32)BPF_CORE_READ(regs, si);
-	void *arg = (void *)BPF_CORE_READ(regs, dx);
+	int fd = (int)ST_SYSCALL_ARG0(regs);
+	__u32 cmd = (__u32)ST_SYSCALL_ARG1(regs);
+	void *arg = (void *)ST_SYSCALL_ARG2(regs);
 	__u32 dev_index = 0, flags = 0;
 
 	/* Neuron commands carry magic 'N'; anything else cannot be ours. */
@@ -288,9 +285,9 @@ static __always_inline void st_rdma_write_enter(struct st_task_state *ts, void *
 static __always_inline void st_rdma_enter(struct st_task_state *ts, struct pt_regs *regs, long id)
 {
 	/* ioctl(fd, cmd, arg) / write(fd, buf, count) */
-	int fd = (int)BPF_CORE_READ(regs, di);
-	__u64 si = BPF_CORE_READ(regs, si);
-	__u64 dx = BPF_CORE_READ(regs, dx);
+	int fd = (int)ST_SYSCALL_ARG0(regs);
+	__u64 si = ST_SYSCALL_ARG1(regs);
+	__u64 dx = ST_SYSCALL_ARG2(regs);
 	__u32 dev_index = 0, flags = 0;
 
 	if (id == ST_NR_IOCTL && (__u32)si != RDMA_VERBS_IOCTL_CMD)
@@ -345,7 +342,7 @@ int BPF_PROG(st_sys_enter, struct pt_regs *regs, long id)
 	now = bpf_ktime_get_ns();
 	ts->sys_nr = id;
 	ts->sys_enter_ts = now;
-	ts->sys_arg0 = BPF_CORE_READ(regs, di);
+	ts->sys_arg0 = ST_SYSCALL_ARG0(regs);
 	if (id == ST_NR_SCHED_YIELD)
 		ts->yields++;
 	else if (id == ST_NR_IOCTL && (st_cfg.enabled & ST_SUB_ACCEL) && st_accel_in_syscalls)
@@ -363,7 +360,7 @@ int BPF_PROG(st_sys_exit, struct pt_regs *regs, long ret)
 	struct st_task_state *ts;
 
 	if (!st_detail) {
-		long nr = BPF_CORE_READ(regs, orig_ax);
+		long nr = ST_SYSCALL_NR(regs);
 
 		if (nr != ST_NR_IOCTL && (nr != ST_NR_WRITE || !st_cfg.rdma_verbs))
 			return 0;

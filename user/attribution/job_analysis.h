@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Steps, attribution and the verdict: from the interval view of every traced
-// thread, find the ranks (processes that drive the accelerator), cut each
-// rank's main thread into training steps, split every step's wall time into
-// categories, compare ranks, and say what gates the accelerator.
+// Attribution and the verdict: on the ranks and steps the steps stage found
+// (steps/rank_steps.h), split every step's wall time into categories, apply
+// the device signals, compare ranks, and say what gates the accelerator.
 #pragma once
 
 #include <cstdint>
@@ -13,13 +12,11 @@
 #include "attribution/fabric_setup.h"
 #include "capture/drop_stats.h"
 #include "signals/step_signals.h"
+#include "steps/rank_steps.h"
 #include "timeline/thread_table.h"
 #include "timeline/timeline_store.h"
 
 namespace steptrace {
-
-enum class StepSource { runtime_probes, marker, automatic, automatic_host, none };
-const char* step_source_name(StepSource s);
 
 struct StepResult {
   int index = 0;

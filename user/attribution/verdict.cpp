@@ -65,31 +65,10 @@ const char* recommendation_for(Category c) {
   }
 }
 
-}  // namespace
-
-Verdict decide_verdict(const JobAnalysis& job, const TimelineStore& tl, const DropStats& drops) {
-  Verdict v;
-  v.incomplete = drops.incomplete();
-  if (job.ranks.empty()) {
-    v.headline = "no training steps found (no process drove an accelerator device or the runtime library)";
-    v.recommendation = "check --accel-dev / the runtime library path, or add the steptrace_step() marker";
-    return v;
-  }
-  // Rank the categories by their share of the step.
-  std::array<size_t, kCategories> order{};
-  for (size_t i = 0; i < kCategories; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return job.mean_share[a] > job.mean_share[b]; });
-  size_t top = order[0], second = order[1];
-  v.category = static_cast<Category>(top);
-  double t = job.mean_share[top], s = job.mean_share[second];
-  v.confidence = t + s > 0 ? t / (t + s) : 0;
-  if (v.incomplete) v.confidence *= 0.8;
-
-  PerStep p = per_step(job);
-  auto share = [&](Category c) { return 100.0 * job.mean_share[static_cast<size_t>(c)]; };
-  auto per = [&](Category c) { return ms(p.ns[static_cast<size_t>(c)]); };
-
-  // Straggler: the rank that arrives last at the collective most often.
+// Straggler: the rank that arrives last at the collective most often (more
+// than half the counted steps); sets v.straggler_*. Returns the rank with the
+// most last arrivals (null without ranks).
+const RankResult* find_straggler(const JobAnalysis& job, Verdict& v) {
   const RankResult* strag = nullptr;
   for (const auto& r : job.ranks)
     if (!strag || r.straggler_steps > strag->straggler_steps) strag = &r;
@@ -112,7 +91,13 @@ Verdict decide_verdict(const JobAnalysis& job, const TimelineStore& tl, const Dr
       if (strag->total[static_cast<size_t>(c)] > strag->total[best]) best = static_cast<size_t>(c);
     v.straggler_cause = static_cast<Category>(best);
   }
+  return strag;
+}
 
+// The headline and the recommendation for v.category.
+void write_headline(const JobAnalysis& job, const PerStep& p, Verdict& v) {
+  auto share = [&](Category c) { return 100.0 * job.mean_share[static_cast<size_t>(c)]; };
+  auto per = [&](Category c) { return ms(p.ns[static_cast<size_t>(c)]); };
   switch (v.category) {
     case Category::device_execute:
       v.headline = fmt::format("compute-bound: the accelerator is busy {:.0f}% of each {:.1f} ms step; the host keeps up",
@@ -167,6 +152,81 @@ Verdict decide_verdict(const JobAnalysis& job, const TimelineStore& tl, const Dr
   if (cpu_only && v.category == Category::host_overhead)
     v.recommendation = "profile the training loop on the CPU (forward, backward, optimizer; perf or py-spy): "
                        "with no accelerator, host compute is the step";
+}
+
+// Main threads' CPU contention: how much, and who took the CPU.
+void contention_evidence(const JobAnalysis& job, const TimelineStore& tl, const PerStep& p, Verdict& v) {
+  auto per = [&](Category c) { return ms(p.ns[static_cast<size_t>(c)]); };
+  if (p.ns[static_cast<size_t>(Category::cpu_contention)] > 0) {
+    std::map<uint32_t, uint64_t> by;
+    for (const auto& r : job.ranks)
+      if (const auto* t = tl.find(r.main_tid))
+        for (const auto& g : t->segs)
+          if (g.state == ThreadState::runnable && g.preempted_by) by[g.preempted_by] += g.end - g.start;
+    std::vector<std::pair<uint64_t, uint32_t>> top_by;
+    for (const auto& [tid, ns] : by) top_by.emplace_back(ns, tid);
+    std::sort(top_by.rbegin(), top_by.rend());
+    std::string who;
+    for (size_t i = 0; i < top_by.size() && i < 3; ++i)
+      who += fmt::format("{}tid {} ({:.1f} ms)", i ? ", " : "", top_by[i].second, ms(static_cast<double>(top_by[i].first)));
+    v.evidence.push_back(fmt::format("main threads runnable but not running {:.1f} ms/step{}{}",
+                                     per(Category::cpu_contention), who.empty() ? "" : "; preempted by ", who));
+  }
+}
+
+// EFA control path on the hot path, per rank.
+void fabric_evidence(const JobAnalysis& job, Verdict& v) {
+  // Registrations or queue setup inside counted steps (setup before the
+  // first step is expected and not evidence).
+  for (const auto& f : job.fabric.ranks) {
+    if (!f.counted_steps_with_calls) continue;
+    uint64_t calls = 0, ns = 0, reg_bytes = 0;
+    for (const auto& r : job.ranks)
+      if (r.rank == f.rank)
+        for (const auto& st : r.steps)
+          if (st.index >= job.skipped_warmup_steps) {
+            calls += st.fabric_calls;
+            ns += st.fabric_ns;
+            reg_bytes += st.fabric_reg_bytes;
+          }
+    std::string top;
+    for (const auto& vb : f.in_steps.verbs) top += fmt::format("{}{} x{}", top.empty() ? "" : ", ", vb.name, vb.calls);
+    const double n = f.counted_steps ? f.counted_steps : 1;
+    v.evidence.push_back(fmt::format(
+        "EFA control path inside steps: rank {} made {} uverbs calls in {} of {} counted steps ({:.2f} ms/step{}; {}); "
+        "register buffers and create queues once at start-up (a memory-registration cache that misses costs this "
+        "every step)",
+        f.rank, calls, f.counted_steps_with_calls, f.counted_steps, ms(static_cast<double>(ns) / n),
+        reg_bytes ? fmt::format(", {:.1f} MiB registered/step", static_cast<double>(reg_bytes) / 1048576.0 / n) : "",
+        top));
+  }
+}
+
+}  // namespace
+
+Verdict decide_verdict(const JobAnalysis& job, const TimelineStore& tl, const DropStats& drops) {
+  Verdict v;
+  v.incomplete = drops.incomplete();
+  if (job.ranks.empty()) {
+    v.headline = "no training steps found (no process drove an accelerator device or the runtime library)";
+    v.recommendation = "check --accel-dev / the runtime library path, or add the steptrace_step() marker";
+    return v;
+  }
+  // Rank the categories by their share of the step.
+  std::array<size_t, kCategories> order{};
+  for (size_t i = 0; i < kCategories; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return job.mean_share[a] > job.mean_share[b]; });
+  size_t top = order[0], second = order[1];
+  v.category = static_cast<Category>(top);
+  double t = job.mean_share[top], s = job.mean_share[second];
+  v.confidence = t + s > 0 ? t / (t + s) : 0;
+  if (v.incomplete) v.confidence *= 0.8;
+
+  PerStep p = per_step(job);
+  auto per = [&](Category c) { return ms(p.ns[static_cast<size_t>(c)]); };
+
+  const RankResult* strag = find_straggler(job, v);
+  write_headline(job, p, v);
 
   // Evidence: numbers an SRE can check.
   v.evidence.push_back(fmt::format("{} rank(s), steps from {}; mean step {:.1f} ms over {} counted steps",
@@ -212,48 +272,62 @@ Verdict decide_verdict(const JobAnalysis& job, const TimelineStore& tl, const Dr
                                      "its largest host-side cost is {}",
                                      v.straggler_rank, strag->straggler_steps, ms(v.straggler_late_ns),
                                      category_name(v.straggler_cause)));
-  if (p.ns[static_cast<size_t>(Category::cpu_contention)] > 0) {
-    std::map<uint32_t, uint64_t> by;
-    for (const auto& r : job.ranks)
-      if (const auto* t = tl.find(r.main_tid))
-        for (const auto& g : t->segs)
-          if (g.state == ThreadState::runnable && g.preempted_by) by[g.preempted_by] += g.end - g.start;
-    std::vector<std::pair<uint64_t, uint32_t>> top_by;
-    for (const auto& [tid, ns] : by) top_by.emplace_back(ns, tid);
-    std::sort(top_by.rbegin(), top_by.rend());
-    std::string who;
-    for (size_t i = 0; i < top_by.size() && i < 3; ++i)
-      who += fmt::format("{}tid {} ({:.1f} ms)", i ? ", " : "", top_by[i].second, ms(static_cast<double>(top_by[i].first)));
-    v.evidence.push_back(fmt::format("main threads runnable but not running {:.1f} ms/step{}{}",
-                                     per(Category::cpu_contention), who.empty() ? "" : "; preempted by ", who));
-  }
-  // EFA control path on the hot path: registrations or queue setup inside
-  // counted steps (setup before the first step is expected and not evidence).
-  for (const auto& f : job.fabric.ranks) {
-    if (!f.counted_steps_with_calls) continue;
-    uint64_t calls = 0, ns = 0, reg_bytes = 0;
-    for (const auto& r : job.ranks)
-      if (r.rank == f.rank)
-        for (const auto& st : r.steps)
-          if (st.index >= job.skipped_warmup_steps) {
-            calls += st.fabric_calls;
-            ns += st.fabric_ns;
-            reg_bytes += st.fabric_reg_bytes;
-          }
-    std::string top;
-    for (const auto& vb : f.in_steps.verbs) top += fmt::format("{}{} x{}", top.empty() ? "" : ", ", vb.name, vb.calls);
-    const double n = f.counted_steps ? f.counted_steps : 1;
-    v.evidence.push_back(fmt::format(
-        "EFA control path inside steps: rank {} made {} uverbs calls in {} of {} counted steps ({:.2f} ms/step{}; {}); "
-        "register buffers and create queues once at start-up (a memory-registration cache that misses costs this "
-        "every step)",
-        f.rank, calls, f.counted_steps_with_calls, f.counted_steps, ms(static_cast<double>(ns) / n),
-        reg_bytes ? fmt::format(", {:.1f} MiB registered/step", static_cast<double>(reg_bytes) / 1048576.0 / n) : "",
-        top));
-  }
+  contention_evidence(job, tl, p, v);
+  fabric_evidence(job, v);
   if (v.incomplete)
     v.evidence.push_back(fmt::format("INCOMPLETE: {}; shares may be off", incomplete_reason(drops)));
   return v;
+}
+
+// The device signals' lines (attribution/device_signal_pass.h filled job.signals).
+void annotate_verdict_with_signals(JobAnalysis& job) {
+  auto& S = job.signals;
+  auto& v = job.verdict;
+  auto yn = [](const signals::SignalSource& s) { return s.available ? "yes" : "no"; };
+  const uint64_t verbs = job.fabric.calls();
+  v.evidence.push_back(fmt::format(
+      "device signals: NDS {} ({}); EFA {} ({}); neuron sysfs {} ({}); proxy threads {}; EFA control path {}",
+      yn(S.nds), S.nds.detail, yn(S.efa), S.efa.detail, yn(S.neuron_sysfs), S.neuron_sysfs.detail, yn(S.proxy),
+      verbs ? fmt::format("yes ({} uverbs calls)", verbs) : std::string("no (no uverbs calls seen)")));
+  if (S.split_from_nds) {
+    v.evidence.push_back(fmt::format(
+        "inside each execution (NDS): device compute {:.1f} ms, device collective {:.1f} ms of {:.1f} ms on the "
+        "device -> executions are {}-bound",
+        S.mean_compute_ms, S.mean_cc_ms, S.mean_device_ms, S.execution_bound));
+    if (job.ranks.size() > 0 && (v.category == Category::device_execute || v.category == Category::collective))
+      v.headline += fmt::format(" [executions {}-bound per NDS: compute {:.1f} ms, collective {:.1f} ms]",
+                                S.execution_bound, S.mean_compute_ms, S.mean_cc_ms);
+  } else if (!job.ranks.empty()) {
+    v.evidence.push_back("device compute vs device collective: NDS unavailable, estimated from cross-rank arrival skew");
+  }
+  if (S.efa.available) {
+    v.evidence.push_back(fmt::format(
+        "EFA: {:.1f} MiB/step on the rank's adapter; collective achieves {:.2f} Gbit/s of a {:.1f} Gbit/s link "
+        "(ratio {:.2f}) -> {}",
+        S.efa_mib_per_step, S.achieved_gbit, S.link_gbit, S.net_ratio,
+        S.network_bound ? "network-bound collective" : "not network-bound"));
+    if (S.network_bound && v.category == Category::collective) v.headline += "; the collective is network-bound";
+  }
+  if (S.proxy.available) {
+    std::string names;
+    for (size_t i = 0; i < S.proxies.size() && i < 4; ++i)
+      names += fmt::format("{}{}/{} ({})", i ? ", " : "", S.proxies[i].comm, S.proxies[i].tid, S.proxies[i].how);
+    std::string by = S.proxy_top_preemptor[0] ? fmt::format(", most by {}", S.proxy_top_preemptor) : "";
+    v.evidence.push_back(fmt::format(
+        "network proxy threads {}: run-queue delay {:.2f} ms/step {} ({:.0f}% of it), preempted "
+        "{:.1f} times/step{}{}",
+        names, S.proxy_runq_ms_per_step, S.proxy_share_of, 100 * S.proxy_runq_share_of_collective,
+        S.proxy_preempted_per_step, by,
+        S.proxy_runq_share_of_collective >= 0.1 ? " -> the collective waits on a CPU for its proxy: pin or isolate "
+                                                  "the proxy threads' CPUs"
+                                                : ""));
+  }
+  if (!S.sysfs_deltas.empty()) {
+    std::string s;
+    for (size_t i = 0; i < S.sysfs_deltas.size() && i < 6; ++i)
+      s += fmt::format("{}{} +{}", i ? ", " : "", S.sysfs_deltas[i].first, S.sysfs_deltas[i].second);
+    v.evidence.push_back(fmt::format("neuron sysfs in the window: {}", s));
+  }
 }
 
 }  // namespace steptrace

@@ -9,4 +9,8 @@ namespace steptrace {
 
 Verdict decide_verdict(const JobAnalysis& job, const TimelineStore& tl, const DropStats& drops);
 
+// After the verdict: which device signals it had (job.signals), and what
+// they say - evidence lines, and the headline's NDS / network-bound notes.
+void annotate_verdict_with_signals(JobAnalysis& job);
+
 }  // namespace steptrace

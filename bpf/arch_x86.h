@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * x86_64 facts, in one place for both sides: the system call numbers the BPF
+ * programs and the analysis compare against, and the pt_regs fields the
+ * syscall hook reads its arguments from. Plain C with no kernel types, like
+ * steptrace_abi.h, so userspace includes it too (user/decode/syscalls.h).
+ * steptrace is x86_64 only until a vmlinux/arm64 exists (cmake/BpfObject.cmake).
+ */
+#ifndef STEPTRACE_ARCH_X86_H
+#define STEPTRACE_ARCH_X86_H
+
+/* System call numbers (arch/x86/entry/syscalls/syscall_64.tbl). */
+#define ST_NR_WRITE 1
+#define ST_NR_POLL 7
+#define ST_NR_IOCTL 16
+#define ST_NR_SELECT 23
+#define ST_NR_SCHED_YIELD 24
+#define ST_NR_EPOLL_WAIT 232
+#define ST_NR_PSELECT6 270
+#define ST_NR_PPOLL 271
+#define ST_NR_EPOLL_PWAIT 281
+#define ST_NR_EPOLL_PWAIT2 441
+
+/*
+ * Registers at the syscall boundary (BPF side only: these expand to CO-RE
+ * reads of struct pt_regs): the first three arguments and the number.
+ */
+#define ST_SYSCALL_ARG0(regs) BPF_CORE_READ(regs, di)
+#define ST_SYSCALL_ARG1(regs) BPF_CORE_READ(regs, si)
+#define ST_SYSCALL_ARG2(regs) BPF_CORE_READ(regs, dx)
+#define ST_SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
+
+#endif /* STEPTRACE_ARCH_X86_H */

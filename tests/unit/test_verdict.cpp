@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+// The verdict on hand-built step tables: which category it names, how sure
+// it is, the straggler, CPU-only wording, and incomplete windows.
+#include <catch2/catch.hpp>
+
+#include "attribution/verdict.h"
+
+using namespace steptrace;
+
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+
+// A rank with `n` steps of 100 ms, each split as `ns` says (the rest: other).
+RankResult rank_of(int rank, int n, const CategoryNs& ns, StepSource src = StepSource::runtime_probes) {
+  RankResult r;
+  r.rank = rank;
+  r.pid = 100 + static_cast<uint32_t>(rank);
+  r.main_tid = r.pid;
+  r.source = src;
+  for (int k = 0; k < n; ++k) {
+    StepResult st;
+    st.index = k;
+    st.start_ns = static_cast<uint64_t>(k) * 100 * kMs;
+    st.end_ns = st.start_ns + 100 * kMs;
+    st.ns = ns;
+    r.steps.push_back(st);
+    if (k >= 1)
+      for (size_t c = 0; c < kCategories; ++c) r.total[c] += ns[c];
+  }
+  return r;
+}
+
+CategoryNs split(std::initializer_list<std::pair<Category, uint64_t>> parts) {
+  CategoryNs ns{};
+  for (const auto& [c, v] : parts) ns[static_cast<size_t>(c)] = v;
+  return ns;
+}
+
+void set_shares(JobAnalysis& job) {
+  std::array<uint64_t, kCategories> sum{};
+  uint64_t total = 0;
+  for (const auto& r : job.ranks)
+    for (const auto& st : r.steps) {
+      if (st.index < job.skipped_warmup_steps) continue;
+      for (size_t c = 0; c < kCategories; ++c) sum[c] += st.ns[c];
+      total += st.duration();
+    }
+  for (size_t c = 0; c < kCategories; ++c)
+    job.mean_share[c] = total ? static_cast<double>(sum[c]) / static_cast<double>(total) : 0;
+}
+
+}  // namespace
+
+TEST_CASE("verdict: no ranks means no steps found", "[verdict][unit]") {
+  JobAnalysis job;
+  TimelineStore tl;
+  DropStats drops;
+  Verdict v = decide_verdict(job, tl, drops);
+  CHECK(v.category == Category::other);
+  CHECK(v.headline.rfind("no training steps found", 0) == 0);
+  CHECK_FALSE(v.incomplete);
+}
+
+TEST_CASE("verdict: the largest share names the category, confidence against the runner-up", "[verdict][unit]") {
+  JobAnalysis job;
+  auto ns = split({{Category::data_loading, 60 * kMs}, {Category::device_execute, 30 * kMs},
+                   {Category::host_overhead, 10 * kMs}});
+  job.ranks.push_back(rank_of(0, 5, ns));
+  job.ranks.push_back(rank_of(1, 5, ns));
+  set_shares(job);
+  TimelineStore tl;
+  DropStats drops;
+  Verdict v = decide_verdict(job, tl, drops);
+  CHECK(v.category == Category::data_loading);
+  CHECK(v.confidence == Approx(60.0 / 90.0));
+  CHECK(v.headline.rfind("data loading gates the accelerator: the main thread waits 60.0 ms per 100.0 ms step", 0) ==
+        0);
+  CHECK(v.recommendation.find("DataLoader workers") != std::string::npos);
+  CHECK(v.straggler_rank == -1);  // nobody arrived last
+  REQUIRE(v.evidence.size() >= 2);
+  CHECK(v.evidence[0].find("2 rank(s), steps from runtime probes (nrt_execute)") != std::string::npos);
+  CHECK(v.evidence[1].find("runner-up: device_execute at 30%") != std::string::npos);
+}
+
+TEST_CASE("verdict: a rank last at the collective in most steps is the straggler, with its own cause",
+          "[verdict][unit]") {
+  JobAnalysis job;
+  job.ranks.push_back(rank_of(0, 4, split({{Category::collective, 70 * kMs}, {Category::host_overhead, 30 * kMs}})));
+  job.ranks.push_back(rank_of(1, 4,
+                              split({{Category::collective, 40 * kMs}, {Category::cpu_contention, 35 * kMs},
+                                     {Category::host_overhead, 25 * kMs}})));
+  job.ranks[1].straggler_steps = 3;  // of 3 counted steps
+  for (auto& st : job.ranks[1].steps) st.late_ns = 2 * kMs;
+  set_shares(job);
+  TimelineStore tl;
+  DropStats drops;
+  Verdict v = decide_verdict(job, tl, drops);
+  CHECK(v.category == Category::collective);
+  CHECK(v.straggler_rank == 1);
+  CHECK(v.straggler_late_ns == 2 * kMs);
+  CHECK(v.straggler_cause == Category::cpu_contention);
+  CHECK(v.headline.find("; rank 1 arrives 2.0 ms late (cpu_contention)") != std::string::npos);
+
+  SECTION("last in half the steps or fewer is no straggler") {
+    job.ranks[1].straggler_steps = 1;
+    Verdict w = decide_verdict(job, tl, drops);
+    CHECK(w.straggler_rank == -1);
+    CHECK(w.headline.find("arrives") == std::string::npos);
+  }
+}
+
+TEST_CASE("verdict: a CPU-only job calls host compute the step", "[verdict][unit]") {
+  JobAnalysis job;
+  auto ns = split({{Category::host_overhead, 80 * kMs}, {Category::collective, 20 * kMs}});
+  job.ranks.push_back(rank_of(0, 4, ns, StepSource::automatic_host));
+  set_shares(job);
+  TimelineStore tl;
+  DropStats drops;
+  Verdict v = decide_verdict(job, tl, drops);
+  CHECK(v.category == Category::host_overhead);
+  CHECK(v.headline.rfind("CPU-only job (no accelerator seen): host code dominates the step", 0) == 0);
+  CHECK(v.headline.find("(forward, backward, optimizer)") != std::string::npos);
+  CHECK(v.recommendation.rfind("profile the training loop on the CPU", 0) == 0);
+}
+
+TEST_CASE("verdict: dropped events mark the window incomplete and lower the confidence", "[verdict][unit]") {
+  JobAnalysis job;
+  auto ns = split({{Category::device_execute, 75 * kMs}, {Category::host_overhead, 25 * kMs}});
+  job.ranks.push_back(rank_of(0, 4, ns));
+  set_shares(job);
+  TimelineStore tl;
+  DropStats clean;
+  Verdict full = decide_verdict(job, tl, clean);
+  DropStats drops;
+  drops.dropped[ST_EV_SCHED_SWITCH] = 10;
+  Verdict v = decide_verdict(job, tl, drops);
+  CHECK_FALSE(full.incomplete);
+  CHECK(v.incomplete);
+  CHECK(v.category == Category::device_execute);
+  CHECK(v.confidence == Approx(full.confidence * 0.8));
+  CHECK(v.evidence.back().rfind("INCOMPLETE: the kernel dropped 10 events", 0) == 0);
+}

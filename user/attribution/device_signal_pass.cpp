@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "attribution/device_signal_pass.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <map>
+#include <optional>
+
+#include "util/intervals.h"
+
+namespace steptrace {
+
+using signals::DeviceSignalsSummary;
+using signals::NdsSample;
+using signals::SignalsData;
+using signals::SignalSource;
+
+namespace {
+
+using Execs = std::vector<std::pair<uint64_t, uint64_t>>;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+}
+
+bool proxy_name(const std::string& comm) {
+  std::string c = comm;
+  for (auto& ch : c) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return c.find("proxy") != std::string::npos || c.rfind("nccl", 0) == 0 || c.rfind("nccom", 0) == 0;
+}
+
+StepResult* step_at(RankResult& r, uint64_t t) {
+  for (auto& st : r.steps)
+    if (t >= st.start_ns && t < st.end_ns) return &st;
+  return nullptr;
+}
+
+// Window totals per path (host messages, device RDMA, any traffic): bytes
+// and collective time. A counter update that lands just after a step
+// boundary moves bytes between neighbouring steps but not out of the
+// window, so the window's rate is what the network-bound test uses.
+struct PathTotal {
+  double bytes = 0, seconds = 0;
+};
+
+// What the pass adds up over all ranks, for the summary.
+struct SignalTotals {
+  bool split = false;
+  std::vector<double> compute_ms, cc_ms, device_ms, ratios, tx_mib;
+  PathTotal host_path, device_path, any_path;
+  double link_gbit = 0;
+  uint64_t proxy_runq = 0, proxy_preempts = 0, proxy_coll_ns = 0;
+  std::map<uint32_t, uint64_t> preemptors;  // tid -> preemptions of proxy threads
+  int proxy_steps = 0;
+  bool proxy_base_nds = false, proxy_base_exec = false;
+};
+
+// Which signals were sampled, and why not.
+void describe_sources(const SignalsData* d, DeviceSignalsSummary& S) {
+  if (!d) {
+    S.nds.detail = S.efa.detail = S.neuron_sysfs.detail = "not sampled (replay of a capture, or disabled)";
+    S.proxy.detail = "no proxy threads identified";
+    return;
+  }
+  S.nds.available = !d->pid_device.empty();
+  S.nds.detail = S.nds.available ? fmt::format("datastore of {} process(es) on {}", d->pid_device.size(),
+                                               d->cfg.dev_root)
+                                 : (d->nds_problem.empty() ? "no traced process has a datastore" : d->nds_problem);
+  S.efa.available = !d->efa_ports.empty() && !d->efa.empty();
+  S.efa.detail = S.efa.available ? fmt::format("{} adapter(s) under {}/class/infiniband", d->efa_ports.size(),
+                                               d->cfg.sysfs_root)
+                                 : fmt::format("no EFA adapter under {}/class/infiniband", d->cfg.sysfs_root);
+  S.neuron_sysfs.available = !d->sysfs.empty();
+  S.neuron_sysfs.detail = S.neuron_sysfs.available
+                              ? fmt::format("{}/devices/virtual/neuron_device", d->cfg.sysfs_root)
+                              : fmt::format("no neuron metrics under {}/devices/virtual/neuron_device",
+                                            d->cfg.sysfs_root);
+  if (d->samples_dropped) {
+    // The cap kept memory bounded: the steps after it lack device samples.
+    std::string note = fmt::format("; {} samples over the {}-per-kind cap were not kept (later steps lack them)",
+                                   d->samples_dropped, d->cfg.max_samples);
+    for (SignalSource* src : {&S.nds, &S.efa, &S.neuron_sysfs}) src->detail += note;
+  }
+}
+
+// ---------------------------------------------------------------- NDS
+
+// The runtime writes the record after it sees completion and before
+// nrt_execute returns (the acknowledgement in between can take milliseconds).
+constexpr uint64_t kSlack = 2'000'000;
+
+// The NC this rank executes on: the one with the most samples (-1 none).
+int busiest_nc(const SignalsData& d, uint32_t pid) {
+  std::map<int, int> per_nc;
+  for (const auto& s : d.nds)
+    if (s.pid == pid) ++per_nc[s.nc];
+  int nc = -1, best = 0;
+  for (const auto& [n, c] : per_nc)
+    if (c > best) {
+      best = c;
+      nc = n;
+    }
+  return nc;
+}
+
+// Which execution a one-execution sample describes: one that started before
+// the sample and had not returned before the previous one. Where exactly one
+// execution qualifies, (execution count - its index) gives the offset between
+// the datastore's count and our executions; with that, every sample maps by
+// its count, so a lost or late sample shifts nothing. The offset most
+// samples vote for; nullopt when no sample is unambiguous.
+std::optional<int64_t> nds_count_offset(const SignalsData& d, uint32_t pid, int nc, const Execs& anchors) {
+  auto candidates = [&](const NdsSample& s, size_t* first) {
+    int n = 0;
+    for (size_t i = 0; i < anchors.size(); ++i) {
+      if (anchors[i].first >= s.seen_ns) break;
+      if (anchors[i].second + kSlack <= s.prev_ns) continue;
+      if (n++ == 0) *first = i;
+    }
+    return n;
+  };
+  std::map<int64_t, int> offset_votes;
+  for (const auto& s : d.nds) {
+    if (s.pid != pid || s.nc != nc || s.delta != 1) continue;
+    size_t i = 0;
+    if (candidates(s, &i) == 1)
+      ++offset_votes[static_cast<int64_t>(s.snap.inference_count) - static_cast<int64_t>(i)];
+  }
+  std::optional<int64_t> offset;
+  int votes = 0;
+  for (const auto& [o, v] : offset_votes)
+    if (v > votes) votes = v, offset = o;
+  return offset;
+}
+
+// The step a one-execution sample belongs to (null: none, or not known).
+StepResult* nds_step(RankResult& r, const NdsSample& s, const Execs& anchors, std::optional<int64_t> offset) {
+  StepResult* st = nullptr;
+  if (offset) {
+    int64_t i = static_cast<int64_t>(s.snap.inference_count) - *offset;
+    if (i >= 0 && i < static_cast<int64_t>(anchors.size())) st = step_at(r, anchors[static_cast<size_t>(i)].first);
+  } else {
+    // No unambiguous sample: the earliest qualifying execution whose
+    // step has no record yet.
+    for (const auto& [a, b] : anchors) {
+      if (a >= s.seen_ns) break;
+      if (b + kSlack <= s.prev_ns) continue;
+      StepResult* cand = step_at(r, a);
+      if (cand && !cand->dev.nds) {
+        st = cand;
+        break;
+      }
+    }
+  }
+  if (anchors.empty() && s.prev_ns) st = step_at(r, s.prev_ns + (s.seen_ns - s.prev_ns) / 2);
+  return st;
+}
+
+// NDS: one exact sample per execution -> its step; the device's own
+// collective time leaves device execute. True when any step was split.
+bool nds_to_steps(RankResult& r, const Execs& anchors, const SignalsData& d) {
+  const int nc = busiest_nc(d, r.pid);
+  const std::optional<int64_t> offset = nds_count_offset(d, r.pid, nc, anchors);
+  bool split = false;
+  uint64_t prev_errors = 0;
+  bool have_prev = false;
+  for (const auto& s : d.nds) {
+    if (s.pid != r.pid || s.nc != nc) continue;
+    uint64_t errs = s.snap.errors + s.snap.timeouts + s.snap.cc_hw_errors;
+    uint64_t new_errs = have_prev && errs > prev_errors ? errs - prev_errors : (have_prev ? 0 : errs);
+    prev_errors = errs;
+    have_prev = true;
+    if (s.delta != 1) continue;  // two executions between samples: last-value words hold only one
+    StepResult* st = nds_step(r, s, anchors, offset);
+    if (!st || st->dev.nds) continue;
+    auto ns = [](double sec) { return static_cast<uint64_t>(sec * 1e9 + 0.5); };
+    st->dev.nds = true;
+    st->dev.exec_seq = s.snap.inference_count;
+    st->dev.device_ns = ns(s.snap.device_s);
+    st->dev.compute_ns = ns(s.snap.compute_s);
+    st->dev.cc_ns = ns(s.snap.cc_s);
+    st->dev.total_ns = ns(s.snap.total_s);
+    st->dev.exec_errors = new_errs;
+    // The split: the device's own collective time leaves device_execute.
+    auto& de = st->ns[static_cast<size_t>(Category::device_execute)];
+    uint64_t moved = std::min(st->dev.cc_ns, de);
+    de -= moved;
+    st->ns[static_cast<size_t>(Category::collective)] += moved;
+    split = true;
+  }
+  return split;
+}
+
+// ---------------------------------------------------------------- EFA
+
+// The adapter of rank `ri`: the one matching its device's position among the
+// devices, else round robin.
+int efa_port_of(const RankResult& r, size_t ri, const SignalsData& d) {
+  int port = static_cast<int>(ri % d.efa_ports.size());
+  if (auto it = d.pid_device.find(r.pid); it != d.pid_device.end()) {
+    int ndev = d.devices.empty() ? 1 : d.devices.back().first + 1;
+    int want = it->second * static_cast<int>(d.efa_ports.size()) / std::max(ndev, 1);
+    for (size_t p = 0; p < d.efa_ports.size(); ++p)
+      if (d.efa_ports[p].index == want) port = static_cast<int>(p);
+  }
+  return port;
+}
+
+// Network-bound test of one step: bytes / collective time vs the link rate,
+// on each path: host-driven messages over the host collective time, device
+// RDMA over the device's collective time (NDS). Adds counted steps to the
+// window totals; returns the best path's ratio (-1 none).
+double step_net_ratio(const StepResult& st, double link_gbit, bool counted, SignalTotals& T) {
+  double link_Bps = link_gbit * 1e9 / 8;
+  double best_ratio = -1;
+  uint64_t coll = st.ns[static_cast<size_t>(Category::collective)];
+  uint64_t dev_cc = st.dev.nds ? std::min(st.dev.cc_ns, coll) : 0;
+  uint64_t host_cc = coll - dev_cc;
+  auto consider = [&](uint64_t bytes, uint64_t ns, PathTotal& total) {
+    if (bytes == 0 || ns < 500'000 || link_Bps <= 0) return;
+    best_ratio = std::max(best_ratio, static_cast<double>(bytes) / (static_cast<double>(ns) / 1e9) / link_Bps);
+    if (counted) {
+      total.bytes += static_cast<double>(bytes) / link_Bps;  // in link-seconds
+      total.seconds += static_cast<double>(ns) / 1e9;
+    }
+  };
+  consider(st.dev.efa_send_bytes, host_cc, T.host_path);
+  if (st.dev.nds) consider(st.dev.efa_rdma_write_bytes, dev_cc, T.device_path);
+  if (st.dev.efa_send_bytes == 0 && st.dev.efa_rdma_write_bytes == 0) consider(st.dev.efa_tx_bytes, coll, T.any_path);
+  return best_ratio;
+}
+
+// EFA: bytes on this rank's adapter per step, and the network-bound test.
+void efa_to_steps(RankResult& r, size_t ri, const SignalsData& d, int skip, SignalTotals& T) {
+  const int port = efa_port_of(r, ri, d);
+  double link = d.efa_ports[static_cast<size_t>(port)].rate_gbit;
+  T.link_gbit = std::max(T.link_gbit, link);
+  auto delta = [&](const char* name, const StepResult& st) -> uint64_t {
+    size_t k = signals::efa_counter_index(name);
+    auto a = signals::efa_counter_at(d, port, k, st.start_ns), b = signals::efa_counter_at(d, port, k, st.end_ns);
+    return a && b && *b > *a ? static_cast<uint64_t>(*b - *a + 0.5) : 0;
+  };
+  for (auto& st : r.steps) {
+    st.dev.efa = true;
+    st.dev.efa_tx_bytes = delta("tx_bytes", st);
+    st.dev.efa_rx_bytes = delta("rx_bytes", st);
+    st.dev.efa_send_bytes = delta("send_bytes", st);
+    st.dev.efa_rdma_write_bytes = delta("rdma_write_bytes", st);
+    st.dev.efa_trouble = delta("rx_drops", st) + delta("retrans_pkts", st) + delta("retrans_timeout_events", st) +
+                         delta("rdma_read_wr_err", st) + delta("rdma_write_wr_err", st) +
+                         delta("unresponsive_remote_events", st) + delta("impaired_remote_conn_events", st);
+    const double best_ratio = step_net_ratio(st, link, st.index >= skip, T);
+    st.dev.net_ratio = best_ratio;
+    if (st.index >= skip) {
+      if (best_ratio >= 0) T.ratios.push_back(best_ratio);
+      T.tx_mib.push_back(static_cast<double>(st.dev.efa_tx_bytes) / 1048576.0);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- proxy threads
+
+// Behaviour of a network proxy: runs inside the device collective of most
+// executions (at least 3 with NDS).
+bool proxy_by_behaviour(const RankResult& r, const Execs& anchors, const ThreadTimeline& t) {
+  int cc_steps = 0, ran = 0;
+  for (const auto& st : r.steps) {
+    if (!st.dev.nds || st.dev.cc_ns < 500'000) continue;
+    uint64_t end = 0;
+    for (const auto& [a, b] : anchors)
+      if (a >= st.start_ns && a < st.end_ns) end = b;
+    if (!end) continue;
+    ++cc_steps;
+    uint64_t ws = end > st.dev.cc_ns + 1'000'000 ? end - st.dev.cc_ns - 1'000'000 : 0;
+    for (const auto& g : t.segs)
+      if (g.state == ThreadState::running && overlap_ns(g.start, g.end, ws, end) > 0) {
+        ++ran;
+        break;
+      }
+  }
+  return cc_steps >= 3 && ran * 10 >= cc_steps * 8;
+}
+
+// The proxy matters while it drives the device collective's network
+// transfers: count its waits for a CPU inside the device collective (the end
+// of each execution, NDS), else inside the executions, else (no runtime
+// probes) in the whole step.
+void proxy_runq(RankResult& r, const Execs& anchors, const ThreadTimeline& t, int skip, SignalTotals& T) {
+  for (auto& st : r.steps) {
+    Execs win;
+    for (const auto& [a, b] : anchors)
+      if (a < st.end_ns && b > st.start_ns) win.emplace_back(std::max(a, st.start_ns), std::min(b, st.end_ns));
+    if (st.dev.nds && !win.empty()) {
+      const uint64_t cc = st.dev.cc_ns / win.size();
+      for (auto& [a, b] : win) a = std::max(a, b > cc ? b - cc : 0);
+    }
+    if (anchors.empty()) win.emplace_back(st.start_ns, st.end_ns);
+    for (const auto& g : t.segs) {
+      if (g.end <= st.start_ns) continue;
+      if (g.start >= st.end_ns) break;
+      if (g.state != ThreadState::runnable) continue;
+      uint64_t in = 0;
+      for (const auto& [a, b] : win) in += overlap_ns(g.start, g.end, a, b);
+      if (!in) continue;
+      st.dev.proxy_runq_ns += in;
+      if (g.preempted_by) {
+        ++st.dev.proxy_preempted;
+        if (st.index >= skip) ++T.preemptors[g.preempted_by];
+      }
+    }
+  }
+}
+
+// Network proxy threads of this rank, by name or by behaviour, and their
+// run-queue delay per step.
+void proxy_threads(RankResult& r, const Execs& anchors, const TimelineStore& tl, const ThreadTable& threads,
+                   const SignalsData* d, int skip, DeviceSignalsSummary& S, SignalTotals& T) {
+  for (const auto& [tid, t] : tl.threads()) {
+    if (t.pid != r.pid || tid == r.main_tid) continue;
+    std::string comm;
+    if (d)
+      if (auto it = d->comms.find(tid); it != d->comms.end()) comm = it->second;
+    if (comm.empty())
+      if (const auto* ti = threads.find(tid)) comm = ti->comm;
+    bool by_name = proxy_name(comm);
+    bool by_behaviour = proxy_by_behaviour(r, anchors, t);
+    if (!by_name && !by_behaviour) continue;
+    S.proxies.push_back({r.pid, tid, comm, by_name && by_behaviour ? "name+behaviour" : by_name ? "name" : "behaviour"});
+    proxy_runq(r, anchors, t, skip, T);
+  }
+}
+
+// This rank's counted steps into the window totals (proxy delay and what it
+// is compared with; NDS per-execution times).
+void rank_totals(const RankResult& r, const Execs& anchors, const DeviceSignalsSummary& S, int skip,
+                 SignalTotals& T) {
+  bool has_proxy = false;
+  for (const auto& p : S.proxies) has_proxy |= p.pid == r.pid;
+  for (const auto& st : r.steps) {
+    if (st.index < skip) continue;
+    if (has_proxy) {
+      T.proxy_runq += st.dev.proxy_runq_ns;
+      T.proxy_preempts += st.dev.proxy_preempted;
+      // What the proxy's delay is compared with: the device collective
+      // (NDS), else the executions it happens in, else the step's collective.
+      uint64_t exec_ns = 0;
+      for (const auto& [a, b] : anchors) exec_ns += overlap_ns(a, b, st.start_ns, st.end_ns);
+      if (st.dev.nds) {
+        T.proxy_coll_ns += st.dev.cc_ns;
+        T.proxy_base_nds = true;
+      } else {
+        T.proxy_coll_ns += anchors.empty() ? st.ns[static_cast<size_t>(Category::collective)] : exec_ns;
+        T.proxy_base_exec = T.proxy_base_exec || !anchors.empty();
+      }
+      ++T.proxy_steps;
+    }
+    if (!st.dev.nds) continue;
+    T.compute_ms.push_back(static_cast<double>(st.dev.compute_ns) / 1e6);
+    T.cc_ms.push_back(static_cast<double>(st.dev.cc_ns) / 1e6);
+    T.device_ms.push_back(static_cast<double>(st.dev.device_ns) / 1e6);
+  }
+}
+
+// ---------------------------------------------------------------- summary
+
+void summarize(const SignalTotals& T, const ThreadTable& threads, DeviceSignalsSummary& S) {
+  S.split_from_nds = T.split;
+  S.mean_compute_ms = mean(T.compute_ms);
+  S.mean_cc_ms = mean(T.cc_ms);
+  S.mean_device_ms = mean(T.device_ms);
+  // Medians decide: one stalled collective must not flip the whole window.
+  if (!T.compute_ms.empty()) S.execution_bound = median(T.cc_ms) > median(T.compute_ms) ? "collective" : "compute";
+  S.link_gbit = T.link_gbit;
+  S.net_ratio = -1;
+  for (const PathTotal* p : {&T.host_path, &T.device_path, &T.any_path})
+    if (p->seconds > 0) S.net_ratio = std::max(S.net_ratio, p->bytes / p->seconds);
+  if (S.net_ratio < 0 && !T.ratios.empty()) S.net_ratio = median(T.ratios);
+  S.achieved_gbit = S.net_ratio >= 0 ? S.net_ratio * T.link_gbit : 0;
+  S.network_bound = S.net_ratio >= 0.7;
+  S.efa_mib_per_step = mean(T.tx_mib);
+  S.proxy.available = !S.proxies.empty();
+  S.proxy.detail = S.proxy.available ? fmt::format("{} proxy thread(s)", S.proxies.size())
+                                     : "no network proxy thread identified (by name or behaviour)";
+  S.proxy_runq_ms_per_step = T.proxy_steps ? static_cast<double>(T.proxy_runq) / T.proxy_steps / 1e6 : 0;
+  S.proxy_preempted_per_step = T.proxy_steps ? static_cast<double>(T.proxy_preempts) / T.proxy_steps : 0;
+  S.proxy_runq_share_of_collective =
+      T.proxy_coll_ns ? static_cast<double>(T.proxy_runq) / static_cast<double>(T.proxy_coll_ns) : 0;
+  S.proxy_share_of = T.proxy_base_nds    ? "inside the device collective (NDS)"
+                     : T.proxy_base_exec ? "inside executions (no NDS: the device collective is not known)"
+                                         : "inside the step's collective";
+  if (!T.preemptors.empty()) {
+    auto top = std::max_element(T.preemptors.begin(), T.preemptors.end(),
+                                [](const auto& a, const auto& b) { return a.second < b.second; });
+    const auto* ti = threads.find(top->first);
+    auto text = fmt::format("{}/{}", ti && !ti->comm.empty() ? ti->comm : "?", top->first);
+    std::snprintf(S.proxy_top_preemptor, sizeof(S.proxy_top_preemptor), "%s", text.c_str());
+  }
+}
+
+// Neuron sysfs: status counters that moved in the window, and device memory.
+void sysfs_deltas(const SignalsData& d, DeviceSignalsSummary& S) {
+  std::map<int, const signals::SysfsSample*> first, last;
+  for (const auto& s : d.sysfs) {
+    if (!first.count(s.device)) first[s.device] = &s;
+    last[s.device] = &s;
+  }
+  for (const auto& [dev, l] : last) {
+    const auto* f = first[dev];
+    for (const auto& [k, v] : l->v) {
+      if (k.find("/status/") != std::string::npos) {
+        auto it = f->v.find(k);
+        uint64_t v0 = it == f->v.end() ? 0 : it->second;
+        if (v > v0) S.sysfs_deltas.emplace_back(fmt::format("neuron{}/{}", dev, k), v - v0);
+      } else if (k.find("device_mem") != std::string::npos) {
+        S.device_mem_bytes += v;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& tl, const ThreadTable& threads,
+                          const SignalsData* d, int skip, DeviceSignalsSummary* out) {
+  DeviceSignalsSummary& S = *out;
+  describe_sources(d, S);
+  SignalTotals T;
+  for (size_t ri = 0; ri < ranks.size(); ++ri) {
+    RankResult& r = *ranks[ri];
+    const ThreadTimeline* main = tl.find(r.main_tid);
+    Execs anchors;
+    if (main)
+      for (const auto& sp : main->spans)
+        if (sp.kind == SpanKind::nrt_execute) anchors.emplace_back(sp.start, sp.end);
+    if (d && nds_to_steps(r, anchors, *d)) T.split = true;
+    if (d && !d->efa_ports.empty() && !d->efa.empty()) efa_to_steps(r, ri, *d, skip, T);
+    proxy_threads(r, anchors, tl, threads, d, skip, S, T);
+    rank_totals(r, anchors, S, skip, T);
+  }
+  summarize(T, threads, S);
+  if (d && !d->sysfs.empty()) sysfs_deltas(*d, S);
+  return T.split;
+}
+
+}  // namespace steptrace

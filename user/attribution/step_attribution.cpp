@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "attribution/step_attribution.h"
+
+#include <algorithm>
+
+#include "attribution/interval_painter.h"
+#include "decode/neuron_cmd.h"
+#include "decode/syscalls.h"
+#include "steps/span_classes.h"
+#include "util/intervals.h"
+
+namespace steptrace {
+
+using steps::is_ack;
+using steps::is_blocked;
+using steps::is_h2d;
+using steps::is_kick;
+using steps::is_net;
+
+namespace {
+
+// Loaders' share of time on storage vs CPU during [s, e).
+void split_data_wait(const steps::RankSteps& r, uint64_t s, uint64_t e, uint64_t* io_ns, uint64_t* cpu_ns) {
+  for (const auto* lt : r.loader_threads) {
+    for (const auto& g : lt->segs) {
+      if (g.end <= s) continue;
+      if (g.start >= e) break;
+      uint64_t ov = overlap_ns(g.start, g.end, s, e);
+      if (g.state == ThreadState::running) *cpu_ns += ov;
+      else if (g.state == ThreadState::disk_wait) *io_ns += ov;
+    }
+    // O_DIRECT reads may sleep in S rather than D: count in-flight block I/O too.
+    for (const auto& b : lt->block) {
+      if (b.end <= s || b.start >= e || b.write) continue;
+      *io_ns += overlap_ns(b.start, b.end, s, e) / 2;  // half weight: avoid double counting a D-state wait
+    }
+  }
+}
+
+// Inside execution [a, b): the end of the last queue kick (the device starts
+// then) and the poller's notice of completion (its first ioctl after the
+// kicks - the acknowledgement - or the return).
+std::pair<uint64_t, uint64_t> kick_end_and_notice(const ThreadTimeline& t, uint64_t a, uint64_t b) {
+  uint64_t last_kick_end = a, notice = b;
+  for (const auto& sp : t.spans)
+    if (sp.start >= a && sp.end <= b && is_kick(sp)) last_kick_end = std::max(last_kick_end, sp.end);
+  for (const auto& sp : t.spans)
+    if (sp.kind == SpanKind::ioctl && sp.start >= last_kick_end && sp.start < b) {
+      notice = sp.start;
+      break;
+    }
+  return {last_kick_end, notice};
+}
+
+}  // namespace
+
+// The device finished somewhere between the poller's last look that found
+// nothing (the end of its last slice on a CPU before the final wait for a
+// CPU) and its notice: each execution bounds its device time (kick end to
+// finish) from below and above. A steady job repeats the same executions,
+// so the bounds of many executions close in on one device time: between
+// the 90th percentile of the lower bounds and the 10th of the upper ones
+// (robust to a few odd executions). 0 (unknown) with fewer than 3.
+uint64_t estimate_device_ns(const ThreadTimeline& t, const std::vector<steps::Anchor>& anchors) {
+  std::vector<uint64_t> lo, hi, mid;
+  for (const auto& an : anchors) {
+    auto [k, n] = kick_end_and_notice(t, an.start, an.end);
+    if (n <= k) continue;
+    uint64_t last_look = k;  // the poller was on CPU right after the kicks
+    for (const auto& g : t.segs) {
+      if (g.start >= n) break;
+      if (g.end <= k || g.state != ThreadState::running) continue;
+      if (g.end >= n) break;  // the slice in which it noticed
+      last_look = std::max(last_look, g.end);
+    }
+    lo.push_back(last_look - k);
+    hi.push_back(n - k);
+    mid.push_back((last_look - k + n - k) / 2);
+  }
+  if (lo.size() < 3) return 0;
+  std::sort(lo.begin(), lo.end());
+  std::sort(hi.begin(), hi.end());
+  uint64_t l = lo[lo.size() * 9 / 10], h = hi[hi.size() / 10];
+  return l <= h ? l + (h - l) / 2 : median_ns(mid);
+}
+
+namespace {
+
+// Runnable-but-not-running time is CPU contention, except while the runtime
+// busy-polls for the device inside nrt_execute: there the device is working
+// anyway and the wait does not lengthen the step. Exceptions inside the
+// execution: waits inside its ioctls (submission and acknowledgement), and
+// the wait during which the device finished: the last runnable stretch
+// before the poller noticed completion - from the device's estimated
+// finish (kick end + typical device time) when known, else all of it.
+void paint_runnable(const ThreadTimeline& t, const StateSeg& g, const std::vector<std::pair<uint64_t, uint64_t>>& exec,
+                    uint64_t typical_device_ns, std::vector<Paint>& paints) {
+  constexpr int kPrio = 10;
+  for (const auto& [a, b] : exec) {
+    if (g.end <= a || g.start >= b) continue;
+    if (g.start < a) paints.push_back({g.start, a, kPrio, Category::cpu_contention});
+    if (g.end > b) paints.push_back({b, g.end, kPrio, Category::cpu_contention});
+    uint64_t is = std::max(g.start, a), ie = std::min(g.end, b);
+    auto [last_kick_end, notice] = kick_end_and_notice(t, a, b);
+    bool completion_wait = false;
+    if (is >= notice) {
+      completion_wait = true;
+    } else if (ie <= notice) {
+      completion_wait = true;  // unless a later runnable stretch also ends before `notice`
+      for (const auto& h : t.segs) {
+        if (h.start <= g.start) continue;
+        if (h.end > notice) break;
+        if (h.state == ThreadState::runnable) {
+          completion_wait = false;
+          break;
+        }
+      }
+    }
+    if (completion_wait) {
+      uint64_t from = is;
+      if (typical_device_ns && is < notice)
+        from = std::clamp(last_kick_end + typical_device_ns, is, std::min(ie, notice));
+      if (ie > from) paints.push_back({from, ie, kPrio, Category::cpu_contention});
+    } else {
+      for (const auto& sp : t.spans)
+        if (sp.kind == SpanKind::ioctl && sp.start < ie && sp.end > is)
+          paints.push_back({std::max(sp.start, is), std::min(sp.end, ie), kPrio, Category::cpu_contention});
+    }
+    return;
+  }
+  paints.push_back({g.start, g.end, kPrio, Category::cpu_contention});
+}
+
+using Exec = std::vector<std::pair<uint64_t, uint64_t>>;
+
+// Spans inside [ws, we): submissions, copies, runtime tensor calls and EFA
+// control-path calls painted; the send/recv calls returned for the collective.
+std::vector<const Span*> paint_spans(const ThreadTimeline& t, uint64_t ws, uint64_t we, const Exec& exec,
+                                     StepResult& st, std::vector<Paint>& paints) {
+  std::vector<const Span*> net;
+  for (const auto& s : t.spans) {
+    if (s.end <= ws || s.start >= we) continue;
+    if (is_net(s)) net.push_back(&s);
+    if (s.kind == SpanKind::ioctl) {
+      auto c = neuron_cmd_class(s.cmd);
+      // Completion acknowledgements inside an execution are part of waiting for
+      // the device, not submission (descriptor writes and queue kicks are).
+      bool ack_in_exec = false;
+      if (is_ack(s))
+        for (const auto& [a, b] : exec)
+          if (s.start >= a && s.end <= b) ack_in_exec = true;
+      if ((c == NEURON_CLASS_SUBMIT || c == NEURON_CLASS_SYNC) && !ack_in_exec)
+        paints.push_back({s.start, s.end, 9, Category::dma_submission});
+      if (c == NEURON_CLASS_COPY) {
+        paints.push_back({s.start, s.end, 5, Category::dma_submission});
+        st.copy_bytes += s.bytes;
+        ++st.copies;
+      }
+    } else if (s.kind == SpanKind::nrt_tensor_write || s.kind == SpanKind::nrt_tensor_read) {
+      paints.push_back({s.start, s.end, 5, Category::dma_submission});
+    } else if (s.kind == SpanKind::rdma_verb) {
+      // EFA control path inside a step (registering a buffer, a queue pair):
+      // the communication library's cost, paid on the hot path.
+      paints.push_back({s.start, s.end, 9, Category::collective});
+    }
+  }
+  return net;
+}
+
+// Host collective: clusters of send/recv calls not separated by device work.
+// A collective is a run of send/recv calls; the time between them (poll
+// waits for a peer, reductions on the CPU) belongs to it unless device
+// work or input copies come in between. A readiness wait (poll, epoll,
+// select) that ends right before the first call is part of it too.
+void paint_host_collectives(const ThreadTimeline& t, const std::vector<const Span*>& net, uint64_t ws,
+                            const Exec& exec, StepResult& st, std::vector<Paint>& paints) {
+  auto other_work_between = [&](uint64_t a, uint64_t b) {
+    for (const auto& [x, y] : exec)
+      if (x < b && y > a) return true;
+    for (const auto& sp : t.spans)
+      if (sp.start < b && sp.end > a && is_h2d(sp)) return true;
+    return false;
+  };
+  for (size_t i = 0; i < net.size();) {
+    uint64_t cs = net[i]->start, ce = net[i]->end;
+    size_t j = i + 1;
+    while (j < net.size() && !other_work_between(ce, net[j]->start)) {
+      ce = std::max(ce, net[j]->end);
+      ++j;
+    }
+    for (const auto& g : t.segs) {
+      if (g.end > cs) break;
+      if (is_blocked(g.state) && cs - g.end < 2'000'000ull && is_readiness_wait(g.blocked_sys) && g.start >= ws)
+        cs = g.start;
+    }
+    paints.push_back({cs, ce, 4, Category::collective});
+    if (st.arrival_ns == 0) {
+      st.arrival_ns = cs;
+      st.host_collective = true;
+    }
+    i = j;
+  }
+}
+
+// The main thread's state segments inside the step; returns its waits for
+// a loader (data loading), clipped to the step.
+Exec paint_segments(const steps::RankSteps& r, const Exec& exec, uint64_t typical_device_ns, StepResult& st,
+                    std::vector<Paint>& paints) {
+  const auto& t = *r.main;
+  const uint64_t ws = st.start_ns, we = st.end_ns;
+  Exec data_waits;
+  for (const auto& g : t.segs) {
+    if (g.end <= ws) continue;
+    if (g.start >= we) break;
+    switch (g.state) {
+      case ThreadState::running: paints.push_back({g.start, g.end, 2, Category::host_overhead}); break;
+      case ThreadState::runnable: paint_runnable(t, g, exec, typical_device_ns, paints); break;
+      case ThreadState::sleeping:
+      case ThreadState::disk_wait:
+        if (r.loaders.count(g.waker_tid)) {
+          paints.push_back({g.start, g.end, 3, Category::data_loading});
+          data_waits.emplace_back(std::max(g.start, ws), std::min(g.end, we));
+        } else if (r.comm_threads.count(g.waker_tid)) {
+          // Woken by the thread that moves the collective's bytes: waiting for it.
+          paints.push_back({g.start, g.end, 3, Category::collective});
+          if (st.arrival_ns == 0) {
+            st.arrival_ns = g.start;
+            st.host_collective = true;
+          }
+        } else {
+          paints.push_back({g.start, g.end, 1, Category::other});
+        }
+        break;
+      default: break;
+    }
+  }
+  return data_waits;
+}
+
+}  // namespace
+
+void attribute_step(const steps::RankSteps& r, uint64_t typical_device_ns, StepResult& st) {
+  const auto& t = *r.main;
+  const uint64_t ws = st.start_ns, we = st.end_ns;
+  std::vector<Paint> paints;
+  Exec exec;
+  if (!r.host_only)
+    for (const auto& a : r.anchors)
+      if (a.end > ws && a.start < we) exec.emplace_back(a.start, a.end);
+  for (const auto& [a, b] : exec) paints.push_back({a, b, 8, Category::device_execute});
+
+  const std::vector<const Span*> net = paint_spans(t, ws, we, exec, st, paints);
+  paint_host_collectives(t, net, ws, exec, st, paints);
+  const Exec data_waits = paint_segments(r, exec, typical_device_ns, st, paints);
+  st.ns = paint_window(ws, we, paints);
+  // Split data loading into storage and preprocessing by what the loaders did meanwhile.
+  uint64_t io = 0, cpu = 0;
+  for (const auto& [a, b] : data_waits) split_data_wait(r, a, b, &io, &cpu);
+  uint64_t dl = st.ns[static_cast<size_t>(Category::data_loading)];
+  if (io + cpu > 0) {
+    st.data_storage_ns = static_cast<uint64_t>(static_cast<double>(dl) * static_cast<double>(io) /
+                                               static_cast<double>(io + cpu));
+    st.data_preprocess_ns = dl - st.data_storage_ns;
+  } else {
+    st.data_preprocess_ns = dl;
+  }
+  if (st.arrival_ns == 0 && !exec.empty()) st.arrival_ns = exec.front().first;
+}
+
+}  // namespace steptrace

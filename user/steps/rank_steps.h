@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: Apache-2.0
+// The steps stage: from the interval view of every traced thread, find the
+// ranks (processes that drive the accelerator, mark steps, or - in a CPU-only
+// job - move a periodic collective) and cut each rank's main thread into
+// training steps. Attribution (attribution/job_analysis.h) consumes the
+// result; this room knows nothing of categories or verdicts.
+//
+// Each rank's steps come from one source, best first:
+//   runtime_probes  nrt_execute calls (uprobes on the Neuron runtime) are the anchors
+//   marker          steptrace_step() calls open the steps
+//   automatic       bursts of DMA queue kicks stand in for executions
+//   automatic_host  no accelerator: the collective's traffic bursts, one per step
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "timeline/thread_table.h"
+#include "timeline/timeline_store.h"
+
+namespace steptrace {
+
+enum class StepSource { runtime_probes, marker, automatic, automatic_host, none };
+const char* step_source_name(StepSource s);
+
+namespace steps {
+
+// One execution (or, in a CPU-only job, one collective burst).
+struct Anchor {
+  uint64_t start, end;
+};
+
+struct StepWindow {
+  uint64_t start_ns = 0, end_ns = 0;
+};
+
+// One rank: who it is, which threads feed it, and where its steps are.
+// Points into the TimelineStore it was built from.
+struct RankSteps {
+  int rank = 0;  // order of the rank processes by pid
+  uint32_t pid = 0, main_tid = 0;
+  std::string comm;
+  StepSource source = StepSource::none;
+  const ThreadTimeline* main = nullptr;
+  std::set<uint32_t> loaders;  // tids that hand batches to the main thread
+  std::vector<const ThreadTimeline*> loader_threads;
+  std::vector<uint32_t> loader_pids;  // child processes (DataLoader workers)
+  std::vector<uint32_t> loader_tids;  // every thread that can hand batches to main
+  std::vector<Anchor> anchors;        // executions (empty for marker steps)
+  // No accelerator (a CPU-only job): the anchors are the collective's
+  // traffic bursts, one per step, not executions.
+  bool host_only = false;
+  std::set<uint32_t> comm_threads;  // threads of the rank that move the collective's bytes
+  std::vector<StepWindow> steps;    // contiguous, in time order
+};
+
+// The whole stage: the ranks (sorted by pid, `rank` numbered from 0), each
+// with its steps cut.
+std::vector<RankSteps> reconstruct_steps(const TimelineStore& tl, const ThreadTable& threads);
+
+}  // namespace steps
+}  // namespace steptrace

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "steps/step_builder.h"
+
+#include <algorithm>
+
+#include "steps/ranks.h"
+#include "steps/span_classes.h"
+#include "util/intervals.h"
+
+namespace steptrace {
+
+const char* step_source_name(StepSource s) {
+  switch (s) {
+    case StepSource::runtime_probes: return "runtime probes (nrt_execute)";
+    case StepSource::marker: return "step marker (steptrace_step)";
+    case StepSource::automatic: return "automatic (accelerator queue kicks)";
+    case StepSource::automatic_host: return "automatic (collective traffic period)";
+    default: return "none";
+  }
+}
+
+namespace steps {
+
+// Where step k begins, between the end of the previous execution (lo) and
+// the start of this one (hi): after the previous step's tail (output copies,
+// host collective, host compute), at the first wait for a batch from a
+// loader or, when the batch was ready, at the first input copy.
+uint64_t find_boundary(const RankSteps& r, uint64_t lo, uint64_t hi) {
+  const auto& t = *r.main;
+  uint64_t post_end = lo;
+  for (const auto& s : t.spans) {
+    if (s.start < lo || s.start > hi) continue;
+    if ((is_net(s) || is_d2h(s)) && s.end <= hi) post_end = std::max(post_end, s.end);
+  }
+  uint64_t c1 = hi;
+  for (const auto& s : t.spans) {
+    if (s.start >= post_end && s.start <= hi && is_h2d(s)) {
+      c1 = s.start;
+      break;
+    }
+  }
+  for (const auto& g : t.segs) {
+    if (g.start < post_end) continue;
+    if (g.start >= c1) break;
+    if (is_blocked(g.state) && r.loaders.count(g.waker_tid)) return g.start;
+  }
+  return c1;
+}
+
+// Without executions (host_only): step k begins after the previous step's
+// collective, at the first wait for a batch from a loader, or right after
+// that collective when the batch was ready.
+uint64_t find_host_boundary(const RankSteps& r, uint64_t lo, uint64_t hi) {
+  for (const auto& g : r.main->segs) {
+    if (g.start < lo) continue;
+    if (g.start >= hi) break;
+    if (is_blocked(g.state) && r.loaders.count(g.waker_tid)) return g.start;
+  }
+  return lo;
+}
+
+namespace {
+
+// Step starts: the markers, or one boundary before each anchor.
+std::vector<uint64_t> step_starts(const RankSteps& r, uint64_t thread_start) {
+  if (r.source == StepSource::marker) return r.main->markers;
+  std::vector<uint64_t> bounds;
+  const auto& A = r.anchors;
+  if (A.empty()) return bounds;
+  std::vector<uint64_t> periods;
+  for (size_t k = 1; k < A.size(); ++k) periods.push_back(A[k].start - A[k - 1].start);
+  uint64_t period = median_ns(periods);
+  for (size_t k = 0; k < A.size(); ++k) {
+    // Step 0 of a CPU-only job begins at its first wait for a batch (the
+    // loaders' start-up): there is no execution to bound it.
+    uint64_t lo = k                 ? A[k - 1].end
+                  : r.host_only     ? 0
+                  : (period && A[0].start > 2 * period ? A[0].start - 2 * period : 0);
+    lo = std::max(lo, thread_start);
+    bounds.push_back(r.host_only ? find_host_boundary(r, lo, A[k].start) : find_boundary(r, lo, A[k].start));
+  }
+  return bounds;
+}
+
+// The last step ends after its tail: the typical time from execution end
+// (or marker) to the next boundary, clamped to what the thread did.
+uint64_t last_step_end(const RankSteps& r, const std::vector<uint64_t>& bounds, uint64_t thread_end) {
+  std::vector<uint64_t> tails;
+  uint64_t last_end;
+  if (r.source == StepSource::marker) {
+    // Each marker opens a step; the time after the last marker is a step only
+    // if the thread kept working for most of a typical period (a final
+    // marker call that closes the loop opens nothing).
+    for (size_t k = 1; k < bounds.size(); ++k) tails.push_back(bounds[k] - bounds[k - 1]);
+    uint64_t period = median_ns(tails);
+    last_end = bounds.back() + period;
+    if (thread_end && thread_end < bounds.back() + period / 2) last_end = bounds.back();
+  } else {
+    const auto& A = r.anchors;
+    for (size_t k = 1; k < A.size(); ++k)
+      if (bounds[k] > A[k - 1].end) tails.push_back(bounds[k] - A[k - 1].end);
+    last_end = A.back().end + median_ns(tails);
+  }
+  if (thread_end && last_end > thread_end) last_end = thread_end;
+  return last_end;
+}
+
+}  // namespace
+
+void build_steps(RankSteps& r) {
+  const auto& t = *r.main;
+  uint64_t thread_end = t.segs.empty() ? 0 : t.segs.back().end;
+  if (!t.spans.empty()) thread_end = std::max(thread_end, t.spans.back().end);
+  uint64_t thread_start = t.segs.empty() ? 0 : t.segs.front().start;
+
+  std::vector<uint64_t> bounds = step_starts(r, thread_start);
+  if (bounds.empty()) return;
+  uint64_t last_end = last_step_end(r, bounds, thread_end);
+  if (last_end > bounds.back()) bounds.push_back(last_end);
+  for (size_t k = 0; k + 1 < bounds.size(); ++k) {
+    if (bounds[k + 1] <= bounds[k]) continue;
+    r.steps.push_back({bounds[k], bounds[k + 1]});
+  }
+}
+
+std::vector<RankSteps> reconstruct_steps(const TimelineStore& tl, const ThreadTable& threads) {
+  std::vector<RankSteps> ranks = accelerator_ranks(tl, threads);
+  if (ranks.empty()) ranks = host_only_ranks(tl, threads);
+  std::sort(ranks.begin(), ranks.end(), [](const RankSteps& a, const RankSteps& b) { return a.pid < b.pid; });
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    ranks[i].rank = static_cast<int>(i);
+    build_steps(ranks[i]);
+  }
+  return ranks;
+}
+
+}  // namespace steps
+}  // namespace steptrace
