@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "pipeline/pipeline.h"
-#include "signals/device_signals.h"
+#include "signals/signals_data.h"
 
 using namespace steptrace;
 
