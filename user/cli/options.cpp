@@ -129,6 +129,72 @@ void add_job_flags(CLI::App* app, Options& o) {
                 "When tracing is stopped, leave the job running instead of stopping it");
 }
 
+// The command and its target from what CLI11 parsed; every cross-flag rule.
+struct Parsed {
+  CLI::App *run, *attach, *record, *report, *top, *app;
+};
+
+// argv after the subcommand's options ("--" dropped): the job to launch.
+std::vector<std::string> job_argv(CLI::App* sub, CLI::App* app) {
+  auto argv = sub->remaining();
+  if (argv.empty()) argv = app->remaining();
+  if (!argv.empty() && argv.front() == "--") argv.erase(argv.begin());
+  return argv;
+}
+
+Status take_pids(Options& o, const std::string& pid_csv) {
+  if (pid_csv.empty()) return Ok{};
+  auto pids = parse_pid_csv(pid_csv);
+  if (!pids) return pids.error();
+  o.target.pids = *pids;
+  return Ok{};
+}
+
+Status finish_options(Options& o, const Parsed& p, const std::string& pid_csv, const std::string& max_size,
+                      const std::string& collectors, const std::vector<std::string>& accel,
+                      const std::vector<std::string>& rdma) {
+  if (p.run->parsed()) {
+    o.command = CommandKind::run;
+    o.argv = job_argv(p.run, p.app);
+    if (o.argv.empty()) return make_error("run: missing command (steptrace run [opts] -- CMD ARGS...)");
+  } else if (p.record->parsed() || p.top->parsed()) {
+    o.command = p.record->parsed() ? CommandKind::record : CommandKind::top;
+    o.argv = job_argv(p.record->parsed() ? p.record : p.top, p.app);
+    int n = (!pid_csv.empty()) + (!o.target.cgroup_path.empty()) + (o.target.all ? 1 : 0) + (!o.argv.empty());
+    if (n != 1)
+      return make_error(fmt::format("{}: give exactly one of -p PID[,PID], --cgroup PATH, --all or -- CMD...",
+                                    o.command == CommandKind::top ? "top" : "record"));
+    if (auto st = take_pids(o, pid_csv); !st) return st;
+    if (!max_size.empty()) {
+      auto b = parse_size(max_size);
+      if (!b) return make_error("--max-size: " + b.error().message);
+      if (*b == 0) return make_error("--max-size: must be more than 0");
+      o.max_capture_bytes = *b;
+    }
+  } else if (p.report->parsed()) {
+    o.command = CommandKind::report;
+  } else if (!p.app->remaining().empty()) {
+    return make_error(fmt::format("unexpected argument '{}'", p.app->remaining().front()));
+  } else if (p.attach->parsed()) {
+    o.command = CommandKind::attach;
+    int n = (!pid_csv.empty()) + (!o.target.cgroup_path.empty()) + (o.target.all ? 1 : 0);
+    if (n != 1) return make_error("attach: give exactly one of -p PID[,PID], --cgroup PATH or --all");
+    if (auto st = take_pids(o, pid_csv); !st) return st;
+  } else {
+    o.command = CommandKind::check;
+  }
+  if (o.command != CommandKind::check && o.command != CommandKind::report) {
+    if ((o.ring_mib & (o.ring_mib - 1)) != 0)
+      return make_error(fmt::format("--ring-mib {} is not a power of two", o.ring_mib));
+    auto subs = parse_subsystems(collectors);
+    if (!subs) return subs.error();
+    o.subsystems = *subs;
+    o.accel_devs = accel;
+    o.rdma_devs = rdma;
+  }
+  return Ok{};
+}
+
 }  // namespace
 
 Result<Options> parse_options(int argc, const char* const* argv, int* exit_code) {
@@ -213,57 +279,10 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   }
   *exit_code = 2;
 
-  if (run->parsed()) {
-    o.command = CommandKind::run;
-    o.argv = run->remaining();
-    if (o.argv.empty()) o.argv = app.remaining();
-    if (!o.argv.empty() && o.argv.front() == "--") o.argv.erase(o.argv.begin());
-    if (o.argv.empty()) return make_error("run: missing command (steptrace run [opts] -- CMD ARGS...)");
-  } else if (record->parsed() || top->parsed()) {
-    o.command = record->parsed() ? CommandKind::record : CommandKind::top;
-    o.argv = (record->parsed() ? record : top)->remaining();
-    if (o.argv.empty()) o.argv = app.remaining();
-    if (!o.argv.empty() && o.argv.front() == "--") o.argv.erase(o.argv.begin());
-    int n = (!pid_csv.empty()) + (!o.target.cgroup_path.empty()) + (o.target.all ? 1 : 0) + (!o.argv.empty());
-    if (n != 1)
-      return make_error(fmt::format("{}: give exactly one of -p PID[,PID], --cgroup PATH, --all or -- CMD...",
-                                    o.command == CommandKind::top ? "top" : "record"));
-    if (!pid_csv.empty()) {
-      auto pids = parse_pid_csv(pid_csv);
-      if (!pids) return pids.error();
-      o.target.pids = *pids;
-    }
-    if (!max_size.empty()) {
-      auto b = parse_size(max_size);
-      if (!b) return make_error("--max-size: " + b.error().message);
-      if (*b == 0) return make_error("--max-size: must be more than 0");
-      o.max_capture_bytes = *b;
-    }
-  } else if (report->parsed()) {
-    o.command = CommandKind::report;
-  } else if (!app.remaining().empty()) {
-    return make_error(fmt::format("unexpected argument '{}'", app.remaining().front()));
-  } else if (attach->parsed()) {
-    o.command = CommandKind::attach;
-    int n = (!pid_csv.empty()) + (!o.target.cgroup_path.empty()) + (o.target.all ? 1 : 0);
-    if (n != 1) return make_error("attach: give exactly one of -p PID[,PID], --cgroup PATH or --all");
-    if (!pid_csv.empty()) {
-      auto pids = parse_pid_csv(pid_csv);
-      if (!pids) return pids.error();
-      o.target.pids = *pids;
-    }
-  } else {
-    o.command = CommandKind::check;
-  }
-  if (o.command != CommandKind::check && o.command != CommandKind::report) {
-    if ((o.ring_mib & (o.ring_mib - 1)) != 0)
-      return make_error(fmt::format("--ring-mib {} is not a power of two", o.ring_mib));
-    auto subs = parse_subsystems(collectors);
-    if (!subs) return subs.error();
-    o.subsystems = *subs;
-    o.accel_devs = accel;
-    o.rdma_devs = rdma;
-  }
+  if (auto st = finish_options(o, Parsed{run, attach, record, report, top, &app}, pid_csv, max_size, collectors,
+                               accel, rdma);
+      !st)
+    return st.error();
   *exit_code = 0;
   return o;
 }

@@ -4,14 +4,26 @@
 #include <bpf/libbpf.h>
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 namespace steptrace {
 
-Result<std::unique_ptr<RingReader>> RingReader::create(int map_fd, RecordFn fn) {
+namespace {
+// The smallest record in the ring: the 24-byte header plus the ring's own
+// 8-byte header. Consuming ring_bytes / this many records empties a full ring.
+constexpr uint64_t kMinRingRecord = 32;
+// Returned by the callback to stop ring_buffer__consume at the bound (the
+// record it was handed is already consumed: libbpf advances the consumer
+// position past a sample before it calls back).
+constexpr int kBoundReached = -1000;
+}  // namespace
+
+Result<std::unique_ptr<RingReader>> RingReader::create(int map_fd, uint64_t ring_bytes, RecordFn fn) {
   std::unique_ptr<RingReader> r(new RingReader());
   r->fn_ = std::move(fn);
+  r->limit_ = static_cast<size_t>(std::max<uint64_t>(4096, ring_bytes / kMinRingRecord));
   r->rb_ = ring_buffer__new(map_fd, &RingReader::on_record, r.get(), nullptr);
   if (!r->rb_) return make_error(fmt::format("cannot map the ring buffer: {}", std::strerror(errno)));
   return r;
@@ -22,14 +34,15 @@ RingReader::~RingReader() { ring_buffer__free(rb_); }
 int RingReader::on_record(void* ctx, void* data, size_t len) {
   auto* self = static_cast<RingReader*>(ctx);
   self->fn_(data, len);
-  ++self->count_;
-  return 0;
+  return ++self->count_ >= self->limit_ ? kBoundReached : 0;
 }
 
 Result<size_t> RingReader::drain() {
   count_ = 0;
   int n = ring_buffer__consume(rb_);
-  if (n < 0 && n != -EINTR) return make_error(fmt::format("ring buffer read failed: {}", std::strerror(-n)));
+  more_ = n == kBoundReached;
+  if (n < 0 && n != -EINTR && !more_)
+    return make_error(fmt::format("ring buffer read failed: {}", std::strerror(-n)));
   return count_;
 }
 

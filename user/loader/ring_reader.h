@@ -2,9 +2,16 @@
 // Drains the BPF ring buffer on a timer. Records are submitted with
 // BPF_RB_NO_WAKEUP, so nothing wakes us per record: the session calls
 // drain() every --drain-ms and consumes whatever is there.
+//
+// One drain() consumes at most one ring's worth of records (ring bytes / the
+// smallest record): libbpf's ring_buffer__consume keeps going while the
+// producer keeps adding, so under an event storm that outruns the consumer
+// it would never return, and a stop, -d or a window close would never be
+// seen. more() says the call was cut short: call again without sleeping.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -17,13 +24,17 @@ namespace steptrace {
 class RingReader {
  public:
   using RecordFn = std::function<void(const void* data, size_t len)>;
-  static Result<std::unique_ptr<RingReader>> create(int map_fd, RecordFn fn);
+  static Result<std::unique_ptr<RingReader>> create(int map_fd, uint64_t ring_bytes, RecordFn fn);
   ~RingReader();
   RingReader(const RingReader&) = delete;
   RingReader& operator=(const RingReader&) = delete;
 
-  // Consume everything available now; returns the number of records.
+  // Consume what is available now, at most one ring's worth; returns the number of records.
   Result<size_t> drain();
+  // The last drain() stopped at its bound with records still waiting.
+  bool more() const { return more_; }
+  size_t limit() const { return limit_; }
+  void set_limit(size_t records) { limit_ = records > 0 ? records : 1; }  // tests shrink the bound
 
  private:
   RingReader() = default;
@@ -31,6 +42,8 @@ class RingReader {
   ring_buffer* rb_ = nullptr;
   RecordFn fn_;
   size_t count_ = 0;
+  size_t limit_ = 0;
+  bool more_ = false;
 };
 
 }  // namespace steptrace

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "loader/preflight.h"
+#include "loader/tracer_setup.h"
 #include "steptrace_abi.h"
 #include "util/log.h"
 #include "util/text.h"
@@ -134,42 +135,11 @@ std::optional<pid_t> Session::job_pid() const {
   return std::nullopt;
 }
 
-Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot& root) {
-  std::unique_ptr<Session> s(new Session());
-  s->opts_ = o;
-  s->root_ = root;
-  s->features_ = probe_features(o.btf_path);
-  // record: refuse an existing capture file before anything is loaded.
-  if (!o.record_path.empty())
-    if (auto st = check_capture_path(o.record_path, o.force); !st) return st.error();
-
-  // Preflight: refuse early with the actionable reason.
-  auto lockdown = read_small_file("/sys/kernel/security/lockdown");
-  auto rows = run_preflight(s->features_, read_capabilities(root.proc()), parse_lockdown(lockdown.value_or("")));
-  for (const auto& r : rows) {
-    if (r.status == CheckStatus::fail)
-      return make_error(fmt::format("{}: {} ({})", r.name, r.detail, r.hint));
-  }
-
-  TracerSettings ts;
-  ts.subsystems = o.subsystems;
-  ts.follow_forks = o.follow_forks;
-  ts.ring_bytes = static_cast<uint64_t>(o.ring_mib) << 20;
-  ts.btf_path = o.btf_path;
-  ts.allow_kprobes = o.allow_kprobes;
-  ts.max_targets = o.max_targets;
-  ts.max_socks = o.max_socks;
-  s->dev_files_ = DevFileSet(o.accel_devs, o.rdma_devs);
-  ts.n_accel_devs = s->dev_files_.size();
-  ts.neuron_major = root.char_major("neuron").value_or(0);
-  if (ts.neuron_major) log::info("found Neuron devices: char major {}", ts.neuron_major);
-  ts.uverbs_major = root.char_major("infiniband_verbs").value_or(0);
-  if (ts.uverbs_major) log::info("found RDMA verbs devices (EFA control path): char major {}", ts.uverbs_major);
-  ts.rdma_verbs = ts.uverbs_major != 0 || s->dev_files_.has_rdma();
-
+// The filter mode for the kernel's target set and the processes to put in it
+// before tracing starts (a launched job is added when it is spawned).
+static Result<std::vector<uint32_t>> choose_targets(const Options& o, const SysRoot& root, TracerSettings& ts) {
   std::vector<uint32_t> seed;
-  const bool launch = !o.argv.empty();  // run, or record -- CMD
-  if (launch) {
+  if (!o.argv.empty()) {  // run, or record -- CMD: the job is added when it is spawned
     ts.filter_mode = ST_FILTER_TGID;
   } else if (o.target.all) {
     ts.filter_mode = ST_FILTER_ALL;
@@ -197,6 +167,36 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
         if (std::find(seed.begin(), seed.end(), pid) == seed.end()) seed.push_back(pid);
     }
   }
+  return seed;
+}
+
+Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot& root) {
+  std::unique_ptr<Session> s(new Session());
+  s->opts_ = o;
+  s->root_ = root;
+  s->features_ = probe_features(o.btf_path);
+  // record: refuse an existing capture file before anything is loaded.
+  if (!o.record_path.empty())
+    if (auto st = check_capture_path(o.record_path, o.force); !st) return st.error();
+
+  // Preflight: refuse early with the actionable reason.
+  if (auto st = check_preflight(s->features_, root.proc()); !st) return st.error();
+
+  TracerSettings ts;
+  ts.subsystems = o.subsystems;
+  ts.follow_forks = o.follow_forks;
+  ts.ring_bytes = static_cast<uint64_t>(o.ring_mib) << 20;
+  ts.btf_path = o.btf_path;
+  ts.allow_kprobes = o.allow_kprobes;
+  ts.max_targets = o.max_targets;
+  ts.max_socks = o.max_socks;
+  s->dev_files_ = DevFileSet(o.accel_devs, o.rdma_devs);
+  set_devices(ts, find_host_devices(root), s->dev_files_);
+
+  const bool launch = !o.argv.empty();  // run, or record -- CMD
+  auto seeds = choose_targets(o, root, ts);
+  if (!seeds) return seeds.error();
+  const std::vector<uint32_t> seed = std::move(*seeds);
 
   // Validate --accel-dev / --rdma-dev before loading anything.
   if (auto st = s->dev_files_.validate(); !st) return st.error();
@@ -208,7 +208,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   s->report_.ring_mib = o.ring_mib;
   s->report_.drain_ms = o.drain_ms;
 
-  auto reader = RingReader::create(s->tracer_->ring_map_fd(),
+  auto reader = RingReader::create(s->tracer_->ring_map_fd(), ts.ring_bytes,
                                    [sp = s.get()](const void* d, size_t n) { sp->on_record(d, n); });
   if (!reader) return reader.error();
   s->reader_ = std::move(*reader);
@@ -358,7 +358,8 @@ Status Session::run_loop(std::atomic<int>* signal) {
     // not seen (a simulated device is mounted by the job and used at once).
     const bool watch_devs =
         dev_files_.pending() && monotonic_ns() - start_mono_ns_ < 30'000'000'000ull;
-    std::this_thread::sleep_for(std::chrono::milliseconds(watch_devs ? 1u : opts_.drain_ms));
+    // A drain cut short at its bound (a storm) goes on at once: no sleep.
+    if (!reader_->more()) std::this_thread::sleep_for(std::chrono::milliseconds(watch_devs ? 1u : opts_.drain_ms));
     if (auto s = poll(); !s) return s;
     if (int sig = signal ? signal->exchange(0) : 0) request_stop(sig, "signal " + signal_name(sig));
     // Recording stopped (--max-size, a full disk): nothing more would be kept,

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: Apache-2.0
+// Inside the daemon (daemon.h draws the picture): one Daemon object on the
+// main thread, its methods split by concern over
+//   daemon.cpp       start-up, the main loop, reload, signals
+//   tracer_host.cpp  the tracer and the degradation levels it runs at
+//   targets.cpp      which processes are traced: discovery, descendants, probed libraries
+//   windows.cpp      closing analysis windows into the per-rank series; the CPU budget sample
+//   metrics.cpp      the Prometheus exposition of all of it
+//   dumps.cpp        flight-recorder captures on demand and on slow steps
+// and the HTTP endpoint in http_server.h (its own thread). Not for use
+// outside user/daemon.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/budget.h"
+#include "daemon/config.h"
+#include "daemon/discovery.h"
+#include "daemon/exposition.h"
+#include "daemon/flight_recorder.h"
+#include "daemon/http_server.h"
+#include "loader/dev_files.h"
+#include "loader/features.h"
+#include "loader/ring_reader.h"
+#include "loader/tracer.h"
+#include "loader/tracer_setup.h"
+#include "pipeline/pipeline.h"
+#include "session/session.h"
+#include "steptrace_abi.h"
+
+namespace steptrace::daemon {
+
+// Set by the signal handlers (daemon.cpp), read by the main loop.
+extern std::atomic<bool> g_stop;
+extern std::atomic<bool> g_reload;
+extern std::atomic<bool> g_dump;
+
+inline constexpr double kBuckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+inline constexpr size_t kNumBuckets = sizeof(kBuckets) / sizeof(kBuckets[0]);
+inline constexpr size_t kStepHistory = 4096;   // step durations kept for the p99 of the auto-dump trigger
+inline constexpr size_t kMinHistory = 100;     // no automatic dump before this many steps
+inline constexpr int kMaxDumpFiles = 16;       // oldest flight-recorder captures are removed
+inline constexpr double kManualDumpMinS = 5;   // SIGUSR1 / POST /dump rate limit
+
+struct CpuTimes {
+  double user = 0, sys = 0;
+};
+CpuTimes rusage_self();
+uint64_t rss_bytes();
+std::string hostname();
+double now_s();
+st_proc_agg operator+(const st_proc_agg& a, const st_proc_agg& b);
+
+struct RankSeries {
+  std::string job, rank, pid;
+  uint32_t pid_num = 0;
+  std::array<double, kCategories> cat_s{};
+  std::array<uint64_t, kNumBuckets> buckets{};
+  double sum_s = 0;
+  uint64_t count = 0;
+  uint64_t straggler_steps = 0;
+  // EFA control path (uverbs calls), inside steps and outside them.
+  uint64_t efa_calls[2] = {};
+  double efa_s[2] = {};
+  uint64_t last_window = 0;
+};
+
+// In-kernel per-process counters (levels aggregated and up), as exported.
+struct ProcAggSeries {
+  std::string job, rank, pid;
+  st_proc_agg base{};  // counts of replaced tracers and of keys already deleted
+  st_proc_agg cur{};   // base + the live map's value
+  double gone_at_s = 0;  // when the process was found gone; 0 while alive
+};
+
+
+class Daemon {
+ public:
+  Daemon(DaemonConfig cfg, int argc, char** argv) : cfg_(std::move(cfg)), argc_(argc), argv_(argv),
+      flight_(0, 0), budget_(cfg_.max_cpu_percent) {}
+  ~Daemon();
+  Status start();
+  int run();
+
+ private:
+  Status build_tracer();
+  void drop_tracer();
+  void apply_level(int level, const char* why);
+  void enter_level(int level);
+  uint32_t wanted_subsystems() const;
+  bool detail_wanted() const;
+  void apply_detail();
+  void read_aggregates(bool tracer_going);
+  void on_record(const void* data, size_t len);
+  void on_raw_record(const st_event_header& h, const void* data, size_t len);  // pipeline observer
+  void resolve_accel_devs(bool first_time);
+  void discover();
+  void track(uint32_t pid, bool log_it);
+  bool add_target(uint32_t pid);
+  void retry_untraced();
+  void note_new_process(uint32_t pid);
+  void note_parent(uint32_t child, uint32_t parent);
+  void seed_parents();
+  void scan_for_libs();
+  void attach_lib(const std::string& path);
+  void close_window(uint64_t now, const char* reason);
+  void publish(const JobAnalysis& ja, bool detail);
+  void sample_cpu();
+  void render_metrics();
+  void render_step_metrics(Exposition& x) const;
+  void render_process_metrics(Exposition& x) const;
+  void render_loss_metrics(Exposition& x);
+  void render_cost_metrics(Exposition& x) const;
+  void render_housekeeping_metrics(Exposition& x);
+  Labels host_labels(Labels l) const;
+  void reload();
+  void apply_runtime_config();
+  void handle_dumps();
+  Result<std::string> dump(const std::string& reason);
+  Status prepare_dump_dir();
+  nlohmann::json capture_meta(const std::string& reason) const;
+  DropStats cumulative_drops() const;
+
+  DaemonConfig cfg_;
+  int argc_;
+  char** argv_;
+  std::string host_;
+  KernelFeatures features_;
+  HostDevices host_devices_;
+  uint32_t base_subsystems_ = 0;
+  uint32_t active_subsystems_ = 0;
+  uint32_t drain_ms_ = 10;
+
+  std::unique_ptr<BpfTracer> tracer_;
+  std::unique_ptr<RingReader> reader_;
+  int stats_fd_ = -1;
+  Pipeline pipe_;             // decode -> reorder -> analysis, one window at a time
+  bool window_open_ = false;  // a window is being gathered (from the first tracer on)
+  uint64_t window_start_ns_ = 0, window_no_ = 0;
+  // Per-event detail was on for the whole current window (sampled: 1 of
+  // every sample_every windows since the level was entered).
+  bool window_detail_ = true;
+  bool bpf_detail_ = false;        // what the current tracer's programs were told
+  bool detail_since_sample_ = true;  // some window since the last CPU sample had detail
+  uint64_t detail_since_ns_ = 0;   // when they last turned detail on
+  DetailCycle cycle_;
+  int applied_level_ = 0;
+  uint64_t detail_windows_[2] = {0, 0};  // closed windows without / with detail
+  std::map<uint32_t, ProcAggSeries> agg_;
+  DropStats drops_window_start_{};
+  // Processes the kernel's target set refused (add_target failed): counted
+  // once per pid, by cause, retried at every discovery scan while they live.
+  std::set<uint32_t> untraced_;
+  std::map<std::string, uint64_t> target_add_failures_;  // cause -> processes refused
+  uint64_t target_add_failed_total_ = 0, window_target_add_failed_ = 0;
+  bool window_incomplete_ = false;  // the last closed window had drops or losses
+  int exit_code_ = 0;               // non-zero: stopped because it could not trace
+  DropStats drops_base_{};           // counters of tracers that were replaced
+  double bpf_base_s_ = 0;
+  std::map<std::string, double> prog_base_s_;
+  DevFileSet dev_files_;
+
+  ProcScanner scanner_;
+  std::map<uint32_t, ProcIdentity> tracked_;  // accelerator holders and their followed descendants' roots
+  std::map<uint32_t, ProcIdentity> identity_cache_;
+  // Fork relations of traced processes. Each window's Analysis starts empty, and
+  // analyze_job finds a rank's DataLoader workers through them: they are replayed
+  // into every new window as fork events.
+  std::map<uint32_t, uint32_t> parents_;
+  LibScanQueue lib_scan_;
+  std::set<std::string> probed_libs_;
+  std::vector<std::string> known_libs_;  // re-attached when the tracer is rebuilt
+  uint64_t next_discover_ns_ = 0;
+
+  FlightRecorder flight_;
+  BudgetController budget_;
+  double last_cpu_total_ = 0, last_sample_s_ = 0;
+  CpuTimes cpu_{};
+  double bpf_now_s_ = 0;
+
+  std::map<std::string, RankSeries> series_;
+  std::deque<double> step_history_;
+  Verdict verdict_;
+  bool have_verdict_ = false;
+  struct Straggler {
+    std::string job, rank, pid;
+    int rank_num = -1;
+  } straggler_;
+
+  // Counters.
+  uint64_t discovered_total_ = 0, degradations_ = 0, windows_total_ = 0;
+  std::map<std::string, uint64_t> cap_hits_, dumps_ok_, window_closes_;
+  uint64_t dump_failures_ = 0, reload_ok_ = 0, reload_err_ = 0;
+  double last_auto_dump_s_ = -1e18, last_manual_dump_s_ = -1e18;
+
+  MetricsServer http_;
+};
+
+
+}  // namespace steptrace::daemon
