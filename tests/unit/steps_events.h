@@ -18,13 +18,10 @@ struct Feed {
   TimelineStore tl;
   ThreadTable tt;
   void operator()(const Event& e) {
-    tl.on_event(e);
     tt.on_event(e);
+    tl.on_event(e, &tt);
   }
-  void finish(uint64_t end_ns) {
-    tl.finish(end_ns);
-    tt.finish(end_ns);
-  }
+  void finish(uint64_t end_ns) { tl.finish(end_ns, &tt); }
 };
 
 inline st_event_header hdr(uint32_t kind, uint32_t size, uint32_t pid, uint32_t tid, uint64_t ts) {

@@ -25,8 +25,8 @@ void feed_uprobe(TimelineStore& tl, ThreadTable& tt, uint32_t pid, uint32_t tid,
   Decoder d;
   auto e = d.decode(&u, sizeof(u));
   REQUIRE(e.has_value());
-  tl.on_event(*e);
   tt.on_event(*e);
+  tl.on_event(*e, &tt);
 }
 
 }  // namespace
@@ -45,8 +45,7 @@ TEST_CASE("ranks: a thread with more than 2^31/1e6 executions is still a rank", 
     feed_uprobe(tl, tt, pid, pid, t0 + ms, ST_UP_NRT_EXECUTE, true);
   }
   const uint64_t end = 100 * ms + static_cast<uint64_t>(n) * 2 * ms + ms;
-  tl.finish(end);
-  tt.finish(end);
+  tl.finish(end, &tt);
   DropStats drops;
   JobAnalysis job = analyze_job(tl, tt, drops);
   REQUIRE(job.ranks.size() == 1);

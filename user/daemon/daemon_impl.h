@@ -35,6 +35,7 @@
 #include "pipeline/pipeline.h"
 #include "session/session.h"
 #include "steptrace_abi.h"
+#include "util/self_usage.h"
 
 namespace steptrace::daemon {
 
@@ -50,10 +51,6 @@ inline constexpr size_t kMinHistory = 100;     // no automatic dump before this 
 inline constexpr int kMaxDumpFiles = 16;       // oldest flight-recorder captures are removed
 inline constexpr double kManualDumpMinS = 5;   // SIGUSR1 / POST /dump rate limit
 
-struct CpuTimes {
-  double user = 0, sys = 0;
-};
-CpuTimes rusage_self();
 uint64_t rss_bytes();
 std::string hostname();
 double now_s();

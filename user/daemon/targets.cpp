@@ -100,8 +100,7 @@ void Daemon::seed_parents() {
     e.child_pid = e.child_tid = child;
     if (auto c = root.thread_comm(child, child)) std::strncpy(e.comm, c->c_str(), sizeof(e.comm) - 1);
     Event ev{e};
-    pipe_.analysis().threads.on_event(ev);
-    pipe_.analysis().timeline.on_event(ev);
+    pipe_.analysis().on_event(ev);
   }
 }
 

@@ -17,13 +17,6 @@
 
 namespace steptrace::daemon {
 
-CpuTimes rusage_self() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return {static_cast<double>(ru.ru_utime.tv_sec) + static_cast<double>(ru.ru_utime.tv_usec) / 1e6,
-          static_cast<double>(ru.ru_stime.tv_sec) + static_cast<double>(ru.ru_stime.tv_usec) / 1e6};
-}
-
 uint64_t rss_bytes() {
   auto s = read_small_file("/proc/self/statm", 4096);
   if (!s) return 0;

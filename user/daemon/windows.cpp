@@ -150,7 +150,7 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
 void Daemon::sample_cpu() {
   read_aggregates(false);
   double t = now_s();
-  cpu_ = rusage_self();
+  cpu_ = self_cpu_times();
   double bpf = bpf_base_s_;
   if (tracer_)
     for (const auto& p : tracer_->prog_stats()) bpf += static_cast<double>(p.run_time_ns) / 1e9;

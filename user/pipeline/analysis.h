@@ -26,12 +26,11 @@ struct Analysis {
   void on_event(const Event& e) {
     threads.on_event(e);
     collectors.on_event(e);
-    timeline.on_event(e);
+    timeline.on_event(e, &threads);  // the state machine: totals come from its segments
   }
   // Close the window and run steps -> attribution -> verdict.
   JobAnalysis finish(uint64_t end_ns, const DropStats& drops) {
-    threads.finish(end_ns);
-    timeline.finish(end_ns);
+    timeline.finish(end_ns, &threads);
     AnalysisOptions opt;
     opt.device_signals = device_signals;
     return analyze_job(timeline, threads, drops, opt);

@@ -21,6 +21,7 @@
 #include "loader/tracer_setup.h"
 #include "steptrace_abi.h"
 #include "util/log.h"
+#include "util/self_usage.h"
 #include "util/text.h"
 
 namespace steptrace {
@@ -29,13 +30,6 @@ uint64_t monotonic_ns() {
   struct timespec ts {};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-static double process_cpu_s() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 namespace {
@@ -253,7 +247,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
     s->pipe_.analysis().device_signals = &s->signals_->data();
   }
   s->start_mono_ns_ = monotonic_ns();
-  s->start_cpu_s_ = process_cpu_s();
+  s->start_cpu_s_ = self_cpu_times().total();
   if (!o.record_path.empty()) {
     auto w = CaptureWriter::create(o.record_path, s->capture_meta(), {o.max_capture_bytes, o.force});
     if (!w) return w.error();
@@ -418,7 +412,7 @@ Result<SessionReport> Session::finish() {
     }
     mark_capture_end(report_);
   }
-  report_.tracer_cpu_s = process_cpu_s() - start_cpu_s_;
+  report_.tracer_cpu_s = self_cpu_times().total() - start_cpu_s_;
   report_.wall_s = static_cast<double>(end - start_mono_ns_) / 1e9;
   for (auto& w : dev_files_.never_appeared()) report_.warnings.push_back(std::move(w));
   if (job_) {

@@ -6,18 +6,9 @@
 #include <sys/resource.h>
 
 #include "session/session.h"
+#include "util/self_usage.h"
 
 namespace steptrace {
-namespace {
-
-double cpu_s_now() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-}  // namespace
 
 Result<SessionReport> Session::snapshot() const {
   SessionReport r = report_;
@@ -32,7 +23,7 @@ Result<SessionReport> Session::snapshot() const {
   if (!drops) return drops.error();
   r.drops = *drops;
   r.job = r.analysis.finish(now, r.drops);
-  r.tracer_cpu_s = cpu_s_now() - start_cpu_s_;
+  r.tracer_cpu_s = self_cpu_times().total() - start_cpu_s_;
   r.wall_s = static_cast<double>(now - start_mono_ns_) / 1e9;
   return r;
 }

@@ -3,6 +3,7 @@
 
 #include "util/text.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace steptrace {
@@ -40,70 +41,24 @@ void ThreadTable::set_comm(uint32_t pid, uint32_t tid, const std::string& comm) 
   if (t.comm.empty()) t.comm = host_string(comm);
 }
 
-void ThreadTable::enter(ThreadInfo& t, ThreadState s, uint64_t ts) {
-  if (t.state != ThreadState::unknown && t.state != ThreadState::dead && ts > t.since_ns)
-    t.state_ns[static_cast<int>(t.state)] += ts - t.since_ns;
-  t.state = s;
-  t.since_ns = ts;
-  t.woke_from = ThreadState::unknown;
+void ThreadTable::add_time(uint32_t pid, uint32_t tid, ThreadState s, uint64_t ns) {
+  get(pid, tid).state_ns[static_cast<int>(s)] += ns;
 }
 
-void ThreadTable::on_switch(const st_sched_switch& e) {
-  const uint64_t ts = e.hdr.ts_ns;
-  if (e.flags & ST_SWITCH_PREV_TARGET) {
-    auto& t = get(e.hdr.pid, e.hdr.tid);
-    t.yields += e.prev_yields;
-    if (t.state == ThreadState::running && t.woke_from != ThreadState::unknown) {
-      // Wake-up delivery before the enqueue was still the block.
-      uint64_t moved = queued_since(t.wait_since_ns, t.since_ns, e.prev_queue_ns) - t.wait_since_ns;
-      t.state_ns[static_cast<int>(ThreadState::runnable)] -= moved;
-      t.state_ns[static_cast<int>(t.woke_from)] += moved;
-    }
-    ThreadState next;
-    if (e.prev_state == 0) {
-      next = ThreadState::runnable;
-      if (e.flags & ST_SWITCH_PREEMPT) ++t.preempted;
-      else ++t.yield_switches;
-    } else if (e.prev_state & 0x2) {  // TASK_UNINTERRUPTIBLE
-      next = ThreadState::disk_wait;
-    } else {
-      next = ThreadState::sleeping;
-    }
-    enter(t, next, ts);
-  }
-  if (e.flags & ST_SWITCH_NEXT_TARGET) {
-    auto& t = get(e.next_pid, e.next_tid);
-    ++t.switches_in;
-    bool after_wake = t.state == ThreadState::runnable && t.woke_from != ThreadState::unknown;
-    ThreadState from = after_wake ? t.woke_from : ThreadState::unknown;
-    uint64_t wait_since = t.since_ns;
-    enter(t, ThreadState::running, ts);
-    t.woke_from = from;
-    t.wait_since_ns = wait_since;
-  }
+void ThreadTable::move_time(uint32_t pid, uint32_t tid, ThreadState from, ThreadState to, uint64_t ns) {
+  auto& t = get(pid, tid);
+  auto& f = t.state_ns[static_cast<int>(from)];
+  ns = std::min(ns, f);
+  f -= ns;
+  t.state_ns[static_cast<int>(to)] += ns;
 }
 
-void ThreadTable::on_wakeup(const st_sched_wakeup& e) {
-  auto& t = get(e.hdr.pid, e.hdr.tid);
-  ++t.wakeups;
-  if (t.state == ThreadState::sleeping || t.state == ThreadState::disk_wait) {
-    auto& w = t.wakers[e.waker_tid];
-    w.waker_pid = e.waker_pid;
-    if (w.waker_comm.empty()) w.waker_comm = comm_str(e.waker_comm);
-    ++w.count;
-    w.blocked_ns += e.hdr.ts_ns - t.since_ns;
-  } else if (t.state == ThreadState::unknown && (e.flags & ST_WAKE_NEW) == 0) {
-    auto& w = t.wakers[e.waker_tid];
-    w.waker_pid = e.waker_pid;
-    if (w.waker_comm.empty()) w.waker_comm = comm_str(e.waker_comm);
-    ++w.count;
-  }
-  // A wakeup of a running thread (woken before it finished switching out) changes nothing.
-  if (t.state != ThreadState::running) {
-    ThreadState from = t.state == ThreadState::sleeping || t.state == ThreadState::disk_wait ? t.state : ThreadState::unknown;
-    enter(t, ThreadState::runnable, e.hdr.ts_ns);
-    t.woke_from = from;
-  }
+void ThreadTable::add_waker(const st_sched_wakeup& e, uint64_t blocked_ns) {
+  auto& w = get(e.hdr.pid, e.hdr.tid).wakers[e.waker_tid];
+  w.waker_pid = e.waker_pid;
+  if (w.waker_comm.empty()) w.waker_comm = comm_str(e.waker_comm);
+  ++w.count;
+  w.blocked_ns += blocked_ns;
 }
 
 void ThreadTable::on_event(const Event& ev) {
@@ -111,9 +66,17 @@ void ThreadTable::on_event(const Event& ev) {
       [this](const auto& e) {
         using T = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<T, st_sched_switch>) {
-          on_switch(e);
+          if (e.flags & ST_SWITCH_PREV_TARGET) {
+            auto& t = get(e.hdr.pid, e.hdr.tid);
+            t.yields += e.prev_yields;
+            if (e.prev_state == 0) {
+              if (e.flags & ST_SWITCH_PREEMPT) ++t.preempted;
+              else ++t.yield_switches;
+            }
+          }
+          if (e.flags & ST_SWITCH_NEXT_TARGET) ++get(e.next_pid, e.next_tid).switches_in;
         } else if constexpr (std::is_same_v<T, st_sched_wakeup>) {
-          on_wakeup(e);
+          ++get(e.hdr.pid, e.hdr.tid).wakeups;
         } else if constexpr (std::is_same_v<T, st_task_new>) {
           auto& c = get(e.child_pid, e.child_tid);
           c.comm = comm_str(e.comm);
@@ -123,19 +86,9 @@ void ThreadTable::on_event(const Event& ev) {
           auto& t = get(e.hdr.pid, e.hdr.tid);
           t.yields += e.yields;
           t.exited = true;
-          enter(t, ThreadState::dead, e.hdr.ts_ns);
         }
       },
       ev);
-}
-
-void ThreadTable::finish(uint64_t end_ns) {
-  for (auto& [tid, t] : threads_) {
-    if (t.state != ThreadState::dead && t.state != ThreadState::unknown) {
-      ThreadState s = t.state;
-      enter(t, s, end_ns);
-    }
-  }
 }
 
 }  // namespace steptrace

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Per-thread state machine: the scheduler events of each target thread
-// become time on CPU, runnable (preempted or yielded, waiting for a CPU),
-// sleeping (S) and in uninterruptible wait (D), plus who woke it and how
-// long it had been blocked each time.
+// Per-thread totals: time on CPU, runnable (preempted or yielded, waiting for
+// a CPU), sleeping (S) and in uninterruptible wait (D), plus who woke it and
+// how long it had been blocked each time. The states come from TimelineStore
+// (timeline_store.h), the one scheduler state machine.
 #pragma once
 
 #include <cstdint>
@@ -38,12 +38,6 @@ struct WakerEdge {
 struct ThreadInfo {
   uint32_t pid = 0, tid = 0;
   std::string comm;
-  ThreadState state = ThreadState::unknown;
-  uint64_t since_ns = 0;  // when `state` began
-  // The wait before the current slice, for the switch-out that reports its
-  // queue time: when it began and, after a wake-up, the block it ended.
-  uint64_t wait_since_ns = 0;
-  ThreadState woke_from = ThreadState::unknown;
   uint64_t state_ns[static_cast<int>(ThreadState::count_)] = {};
   uint64_t switches_in = 0;
   uint64_t preempted = 0;     // involuntary switch-outs
@@ -56,22 +50,31 @@ struct ThreadInfo {
   uint64_t ns(ThreadState s) const { return state_ns[static_cast<int>(s)]; }
 };
 
+// Per-thread totals. There is one scheduler state machine, TimelineStore's:
+// the per-state times and the blocked time each waker ended are derived from
+// the segments it closes (add_time, move_time, add_waker, called by it); the
+// table itself counts what needs no state (switches, yields, wake-ups, names,
+// exits) from the events.
 class ThreadTable {
  public:
   void on_event(const Event& e);
-  // Close every open interval at `end_ns` (end of the window).
-  void finish(uint64_t end_ns);
 
   const std::unordered_map<uint32_t, ThreadInfo>& threads() const { return threads_; }
   const ThreadInfo* find(uint32_t tid) const;
   // Seed a name for a thread seen before any comm event (read from /proc).
   void set_comm(uint32_t pid, uint32_t tid, const std::string& comm);
 
+  // From the state machine: a closed segment of `ns` in state `s`.
+  void add_time(uint32_t pid, uint32_t tid, ThreadState s, uint64_t ns);
+  // A closed segment's time that turned out to belong to another state (the
+  // wake-up's trip to a CPU is part of the block, not of the queue wait).
+  void move_time(uint32_t pid, uint32_t tid, ThreadState from, ThreadState to, uint64_t ns);
+  // A wake-up that ended a block of `blocked_ns` (0: the thread's state was
+  // not known yet).
+  void add_waker(const st_sched_wakeup& e, uint64_t blocked_ns);
+
  private:
   ThreadInfo& get(uint32_t pid, uint32_t tid);
-  void enter(ThreadInfo& t, ThreadState s, uint64_t ts);
-  void on_switch(const st_sched_switch& e);
-  void on_wakeup(const st_sched_wakeup& e);
 
   std::unordered_map<uint32_t, ThreadInfo> threads_;
 };

@@ -26,13 +26,16 @@ uint32_t TimelineStore::parent_of(uint32_t pid) const {
 
 // Close the current segment at ts and open one in state s; `pending` carries
 // the annotations (waker, preempting task) of the segment being opened.
-void TimelineStore::move_to(ThreadTimeline& t, ThreadState s, uint64_t ts) {
+void TimelineStore::move_to(ThreadTimeline& t, ThreadState s, uint64_t ts, ThreadTable* totals) {
   if (t.cur != ThreadState::unknown && t.cur != ThreadState::dead && ts >= t.cur_since) {
     StateSeg seg = t.pending;
     seg.start = t.cur_since;
     seg.end = ts;
     seg.state = t.cur;
-    if (seg.end > seg.start) t.segs.push_back(seg);
+    if (seg.end > seg.start) {
+      t.segs.push_back(seg);
+      if (totals) totals->add_time(t.pid, t.tid, seg.state, seg.end - seg.start);
+    }
   }
   t.cur = s;
   t.cur_since = ts;
@@ -42,7 +45,7 @@ void TimelineStore::move_to(ThreadTimeline& t, ThreadState s, uint64_t ts) {
 // The slice that is ending was preceded by [block][runnable]: the switch-out
 // says how long of that runnable time was spent queued; the rest was the
 // wake-up reaching a CPU and stays part of the block (and its waker).
-void TimelineStore::trim_wake_delivery(ThreadTimeline& t, uint64_t queue_ns) {
+void TimelineStore::trim_wake_delivery(ThreadTimeline& t, uint64_t queue_ns, ThreadTable* totals) {
   size_t n = t.segs.size();
   if (n < 2) return;
   StateSeg& wait = t.segs[n - 1];
@@ -51,43 +54,59 @@ void TimelineStore::trim_wake_delivery(ThreadTimeline& t, uint64_t queue_ns) {
       (block.state != ThreadState::sleeping && block.state != ThreadState::disk_wait))
     return;
   uint64_t q = queued_since(wait.start, wait.end, queue_ns);
+  if (totals && q > wait.start) totals->move_time(t.pid, t.tid, ThreadState::runnable, block.state, q - wait.start);
   block.end = q;
   wait.start = q;
   if (wait.start >= wait.end) t.segs.pop_back();
 }
 
-void TimelineStore::on_event(const Event& ev) {
+void TimelineStore::on_switch(const st_sched_switch& e, ThreadTable* totals) {
+  const uint64_t ts = e.hdr.ts_ns;
+  if (e.flags & ST_SWITCH_PREV_TARGET) {
+    auto& t = get(e.hdr.pid, e.hdr.tid);
+    if (t.cur == ThreadState::running) trim_wake_delivery(t, e.prev_queue_ns, totals);
+    ThreadState s = e.prev_state == 0        ? ThreadState::runnable
+                    : (e.prev_state & 0x2)   ? ThreadState::disk_wait  // TASK_UNINTERRUPTIBLE
+                                             : ThreadState::sleeping;
+    move_to(t, s, ts, totals);
+    if (s == ThreadState::runnable && (e.flags & ST_SWITCH_PREEMPT)) t.pending.preempted_by = e.next_tid;
+    if (s != ThreadState::runnable) t.pending.blocked_sys = e.prev_sys_nr;
+  }
+  if (e.flags & ST_SWITCH_NEXT_TARGET) move_to(get(e.next_pid, e.next_tid), ThreadState::running, ts, totals);
+}
+
+void TimelineStore::on_wakeup(const st_sched_wakeup& e, ThreadTable* totals) {
+  const uint64_t ts = e.hdr.ts_ns;
+  auto& t = get(e.hdr.pid, e.hdr.tid);
+  if (t.cur == ThreadState::sleeping || t.cur == ThreadState::disk_wait) {
+    if (totals) totals->add_waker(e, ts >= t.cur_since ? ts - t.cur_since : 0);
+    t.pending.waker_tid = e.waker_tid;
+    t.pending.waker_pid = e.waker_pid;
+    if (t.pending.blocked_sys < 0) t.pending.blocked_sys = e.wakee_sys_nr;
+    move_to(t, ThreadState::runnable, ts, totals);
+  } else if (t.cur == ThreadState::unknown) {
+    // First seen waking: who woke it is known, how long it was blocked is not.
+    if (totals && !(e.flags & ST_WAKE_NEW)) totals->add_waker(e, 0);
+    move_to(t, ThreadState::runnable, ts, totals);
+  }
+  // A wake-up of a running or runnable thread (woken before it finished
+  // switching out) changes nothing.
+}
+
+void TimelineStore::on_event(const Event& ev, ThreadTable* totals) {
   std::visit(
-      [this](const auto& e) {
+      [this, totals](const auto& e) {
         using T = std::decay_t<decltype(e)>;
         const uint64_t ts = e.hdr.ts_ns;
         if constexpr (std::is_same_v<T, st_sched_switch>) {
-          if (e.flags & ST_SWITCH_PREV_TARGET) {
-            auto& t = get(e.hdr.pid, e.hdr.tid);
-            if (t.cur == ThreadState::running) trim_wake_delivery(t, e.prev_queue_ns);
-            ThreadState s = e.prev_state == 0        ? ThreadState::runnable
-                            : (e.prev_state & 0x2)   ? ThreadState::disk_wait
-                                                     : ThreadState::sleeping;
-            move_to(t, s, ts);
-            if (s == ThreadState::runnable && (e.flags & ST_SWITCH_PREEMPT)) t.pending.preempted_by = e.next_tid;
-            if (s != ThreadState::runnable) t.pending.blocked_sys = e.prev_sys_nr;
-          }
-          if (e.flags & ST_SWITCH_NEXT_TARGET) move_to(get(e.next_pid, e.next_tid), ThreadState::running, ts);
+          on_switch(e, totals);
         } else if constexpr (std::is_same_v<T, st_sched_wakeup>) {
-          auto& t = get(e.hdr.pid, e.hdr.tid);
-          if (t.cur == ThreadState::sleeping || t.cur == ThreadState::disk_wait) {
-            t.pending.waker_tid = e.waker_tid;
-            t.pending.waker_pid = e.waker_pid;
-            if (t.pending.blocked_sys < 0) t.pending.blocked_sys = e.wakee_sys_nr;
-            move_to(t, ThreadState::runnable, ts);
-          } else if (t.cur == ThreadState::unknown) {
-            move_to(t, ThreadState::runnable, ts);
-          }
+          on_wakeup(e, totals);
         } else if constexpr (std::is_same_v<T, st_task_new>) {
           if (!(e.flags & ST_TASK_IS_THREAD)) parent_[e.child_pid] = e.hdr.pid;
           get(e.child_pid, e.child_tid);
         } else if constexpr (std::is_same_v<T, st_task_exit>) {
-          move_to(get(e.hdr.pid, e.hdr.tid), ThreadState::dead, ts);
+          move_to(get(e.hdr.pid, e.hdr.tid), ThreadState::dead, ts, totals);
         } else if constexpr (std::is_same_v<T, st_accel_ioctl>) {
           Span s;
           s.start = e.enter_ts;
@@ -155,11 +174,11 @@ void TimelineStore::on_event(const Event& ev) {
       ev);
 }
 
-void TimelineStore::finish(uint64_t end_ns) {
+void TimelineStore::finish(uint64_t end_ns, ThreadTable* totals) {
   for (auto& [tid, t] : threads_) {
     if (t.cur != ThreadState::unknown && t.cur != ThreadState::dead) {
       ThreadState s = t.cur;
-      move_to(t, s, end_ns);
+      move_to(t, s, end_ns, totals);
     }
     std::stable_sort(t.spans.begin(), t.spans.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
   }

@@ -56,10 +56,13 @@ struct ThreadTimeline {
   std::vector<std::pair<uint32_t, uint64_t>> open_calls;  // uprobe entries (probe, ts)
 };
 
+// The one scheduler state machine. `totals`, when given, is told of every
+// segment it closes, every wake-delivery trim and every waker, so the
+// ThreadTable's per-state totals are sums of these segments.
 class TimelineStore {
  public:
-  void on_event(const Event& e);
-  void finish(uint64_t end_ns);
+  void on_event(const Event& e, ThreadTable* totals = nullptr);
+  void finish(uint64_t end_ns, ThreadTable* totals = nullptr);
 
   const std::unordered_map<uint32_t, ThreadTimeline>& threads() const { return threads_; }
   const ThreadTimeline* find(uint32_t tid) const;
@@ -70,8 +73,10 @@ class TimelineStore {
 
  private:
   ThreadTimeline& get(uint32_t pid, uint32_t tid);
-  void move_to(ThreadTimeline& t, ThreadState s, uint64_t ts);
-  void trim_wake_delivery(ThreadTimeline& t, uint64_t queue_ns);
+  void move_to(ThreadTimeline& t, ThreadState s, uint64_t ts, ThreadTable* totals);
+  void trim_wake_delivery(ThreadTimeline& t, uint64_t queue_ns, ThreadTable* totals);
+  void on_switch(const st_sched_switch& e, ThreadTable* totals);
+  void on_wakeup(const st_sched_wakeup& e, ThreadTable* totals);
 
   std::unordered_map<uint32_t, ThreadTimeline> threads_;
   std::map<uint32_t, uint32_t> parent_;   // child pid -> parent pid
