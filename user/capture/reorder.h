@@ -2,7 +2,7 @@
 // Restores global timestamp order. Records from different CPUs reach the
 // shared ring in reserve order, which can trail their timestamps by a few
 // microseconds; holding back everything newer than (newest - horizon) and
-// sorting the rest gives the timeline a strictly ordered stream.
+// releasing the rest in timestamp order gives the timeline an ordered stream.
 #pragma once
 
 #include <algorithm>
@@ -20,7 +20,8 @@ class Reorderer {
   void push(const Event& e) {
     uint64_t ts = header_of(e).ts_ns;
     if (ts > newest_) newest_ = ts;
-    pending_.push_back(e);
+    pending_.push_back(Held{ts, seq_++, e});
+    std::push_heap(pending_.begin(), pending_.end(), later);
   }
 
   // Deliver every event at least `horizon` older than the newest seen.
@@ -39,28 +40,37 @@ class Reorderer {
   uint64_t late() const { return late_; }
 
  private:
+  // A min-heap on (timestamp, arrival): events leave in timestamp order and,
+  // at equal timestamps, in the order they came (what a stable sort of the
+  // held events gives), at O(log n) each however often release() is called.
+  // (Sorting everything held at every release made a replay, which releases
+  // after each record, quadratic in the records per horizon.)
+  struct Held {
+    uint64_t ts;
+    uint64_t seq;
+    Event e;
+  };
+  static bool later(const Held& a, const Held& b) { return a.ts != b.ts ? a.ts > b.ts : a.seq > b.seq; }
+
   template <typename Fn>
   void deliver_upto(uint64_t cutoff, Fn& fn) {
-    std::stable_sort(pending_.begin(), pending_.end(), [](const Event& a, const Event& b) {
-      return header_of(a).ts_ns < header_of(b).ts_ns;
-    });
-    size_t n = 0;
-    while (n < pending_.size() && header_of(pending_[n]).ts_ns <= cutoff) {
-      const Event& e = pending_[n];
+    while (!pending_.empty() && pending_.front().ts <= cutoff) {
+      std::pop_heap(pending_.begin(), pending_.end(), later);
+      Held h = std::move(pending_.back());
+      pending_.pop_back();
       // An event older than one already delivered arrived too late for the horizon: count it.
-      if (header_of(e).ts_ns < last_delivered_) ++late_;
-      else last_delivered_ = header_of(e).ts_ns;
-      fn(e);
-      ++n;
+      if (h.ts < last_delivered_) ++late_;
+      else last_delivered_ = h.ts;
+      fn(h.e);
     }
-    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
   }
 
   uint64_t horizon_ns_;
   uint64_t newest_ = 0;
   uint64_t last_delivered_ = 0;
   uint64_t late_ = 0;
-  std::vector<Event> pending_;
+  uint64_t seq_ = 0;
+  std::vector<Held> pending_;
 };
 
 }  // namespace steptrace
