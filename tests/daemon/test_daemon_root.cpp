@@ -732,3 +732,43 @@ TEST_CASE("daemon: tracer CPU at levels full, sampled and aggregated on one stor
   CHECK(user[2] + bpf[2] < user[0] + bpf[0]);
   std::system(("rm -rf '" + devdir + "'").c_str());
 }
+
+TEST_CASE("daemon: a job whose environment names it with invalid UTF-8, an escape, a quote and a newline leaves "
+          "/metrics valid (promtool check metrics)",
+          "[root][daemon]") {
+  require_root();
+  REQUIRE(::access(PROMTOOL_BIN, X_OK) == 0);  // Debian package `prometheus`
+  std::string sim_dir = make_tmpdir("hostile-dev");
+  DaemonRun d("hostile", {"--window", "2", "--scan-ms", "250", "--max-cpu", "100", "--accel-dev", sim_dir + "/neuron0",
+                          "--accel-dev", sim_dir + "/neuron1"});
+  // Any process that may open /dev/neuron* chooses these bytes.
+  const std::string job = "\xff\x1b[2J\"job\\\nx";
+  Proc sim({"/usr/bin/env", "STEPTRACE_JOB=" + job, TRAINSIM_BIN, "--scenario", "compute-bound", "--ranks", "1",
+            "--steps", "80", "--dev-dir", sim_dir},
+           d.dir + "/trainsim.log");
+  std::string m;
+  auto end = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < end) {
+    m = d.metrics();
+    if (metric_value(m, "steptrace_step_duration_seconds_count").value_or(0) > 0) break;
+    std::this_thread::sleep_for(250ms);
+  }
+  INFO(m.substr(0, 3000));
+  INFO(read_file(d.dir + "/trainsim.log"));
+  REQUIRE(metric_value(m, "steptrace_step_duration_seconds_count").value_or(0) > 0);
+  // The label as written: U+FFFD for the bad byte, the control characters
+  // written out (\x1b, \x0a) and the text format's own escapes (\\ and \").
+  CHECK(m.find("job=\"\xef\xbf\xbd\\\\x1b[2J\\\"job\\\\\\\\\\\\x0ax\"") != std::string::npos);
+  CHECK(m.find('\x1b') == std::string::npos);
+  // Prometheus's own parser accepts the whole exposition.
+  std::ofstream(d.dir + "/metrics.txt") << m;
+  std::string cmd = std::string(PROMTOOL_BIN) + " check metrics < '" + d.dir + "/metrics.txt' > '" + d.dir +
+                    "/promtool.log' 2>&1";
+  int rc = std::system(cmd.c_str());
+  INFO(read_file(d.dir + "/promtool.log"));
+  // promtool exits 3 for lint findings (naming advice), 1 when it cannot parse.
+  CHECK((WIFEXITED(rc) && (WEXITSTATUS(rc) == 0 || WEXITSTATUS(rc) == 3)));
+  CHECK(read_file(d.dir + "/promtool.log").find("error while linting") == std::string::npos);
+  sim.stop(10);
+  std::system(("rm -rf '" + sim_dir + "'").c_str());
+}
