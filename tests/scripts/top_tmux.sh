@@ -13,6 +13,10 @@ tm() { tmux -L "$sock" "$@"; }
 cleanup() { tm kill-server 2>/dev/null || true; rm -rf "$t"; }
 trap cleanup EXIT
 
+fail() {  # REASON FILE...
+  echo "$1"; shift; cat "$@"; exit 1
+}
+
 wait_for() {  # PATTERN SECONDS -> 0 when the pane shows PATTERN
   local pat=$1 secs=$2 i
   for ((i = 0; i < secs * 5; i++)); do
@@ -35,7 +39,7 @@ for key in q C-c; do
   wait_for 'steps/s' 20
   # Wait until both ranks have steps and bars, then check a later frame differs (it refreshes).
   wait_for '^ +1 +[0-9]+ +[0-9]+ +[0-9.]+  [DLMCHX.]{20,}' 30
-  first=$(grep -o 'steptrace top - [0-9]* s' "$t/pane")
+  first=$(grep -o 'steptrace top - [0-9]* s' "$t/pane") || fail "no frame header" "$t/pane"
   # A later frame replaces it (a loaded CI host may take a few seconds per frame).
   for ((i = 0; i < 50; i++)); do
     sleep 0.2
@@ -44,10 +48,12 @@ for key in q C-c; do
     [ -n "$second" ] && [ "$first" != "$second" ] && break
   done
   [ -n "$second" ] && [ "$first" != "$second" ] || { echo "frame did not refresh: $first"; cat "$t/pane"; exit 1; }
-  grep -q '^verdict: ' "$t/pane"
-  grep -q 'dropped 0' "$t/pane"
+  grep -q '^verdict: ' "$t/pane" || fail "no verdict line" "$t/pane"
+  grep -q 'dropped 0' "$t/pane" || fail "events dropped" "$t/pane"
   [ "$(tm display -p -t top '#{alternate_on}')" = 1 ] || { echo "top is not on the alternate screen"; exit 1; }
-  awk 'length($0) > 100 { bad = 1 } END { exit bad }' "$t/pane"
+  # Columns, not bytes: the frame may hold multi-byte characters.
+  LC_ALL=C.UTF-8 python3 -c 'import sys; sys.exit(any(len(l.rstrip("\n")) > 100 for l in open(sys.argv[1], encoding="utf-8")))' "$t/pane" ||
+    fail "a line wider than 100 columns" "$t/pane"
   tm send-keys -t top "$key"
   # Wait for the line after the terminal check: TOP-EXIT shows before stty has run.
   wait_for 'TTY-CHECKED' 40
@@ -60,7 +66,7 @@ for key in q C-c; do
   # The final report went to the normal screen after the live view.
   tm capture-pane -p -S -200 -t top > "$t/history"
   grep -q '^VERDICT: ' "$t/history" || { echo "no final report"; cat "$t/history"; exit 1; }
-  grep -q 'Events and overhead' "$t/history"
+  grep -q 'Events and overhead' "$t/history" || fail "no events section in the final report" "$t/history"
   ! grep -q 'steptrace top - ' "$t/history" || { echo "live frames left on the normal screen"; exit 1; }
   tm kill-session -t top
   echo "top ok with $key"
