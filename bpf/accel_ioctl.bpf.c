@@ -424,36 +424,11 @@ int BPF_KRETPROBE(st_kret_ncdev_ioctl, long ret)
 
 /*
  * The driver's own classic tracepoints (neuron:*; the module has no BTF, so no
- * tp_btf). Layouts as in the driver's neuron_trace.h after the 8-byte common
- * header; the loader attaches these only when the format files in tracefs
- * match these offsets (loader/tp_format.cpp), so a changed driver is skipped,
- * never misread.
+ * tp_btf). Their layouts (struct st_ntp_*) live in neuron_uapi.h, shared with
+ * the loader, which attaches these only when the format files in tracefs
+ * match those offsets (loader/kernel_text.cpp), so a changed driver is
+ * skipped, never misread.
  */
-struct st_ntp_dma_queue_copy_start {
-	__u64 common_;
-	__u32 device_index;
-	__u32 eng_id;
-	__u32 qid;
-	__u32 tx_desc_count;
-	__u32 rx_desc_count;
-};
-struct st_ntp_dma_ack_completed {
-	__u64 common_;
-	__u32 device_index;
-	__u32 eng_id;
-	__u32 qid;
-	__u32 count;
-};
-struct st_ntp_mem_copyio {
-	__u64 common_;
-	__u32 device_index;
-	__u32 pad_;
-	__u64 mc;
-	__u64 buffer;
-	__u32 offset; /* never assigned by the driver */
-	__u32 size;
-};
-
 static __always_inline int st_accel_tp(__u32 event, __u32 dev_index, __u32 eng_id, __u32 qid, __u64 value,
 				       __u32 aux)
 {

@@ -190,6 +190,37 @@ enum neuron_ioctl_class {
 	NEURON_CLASS_SETUP = 4,   /* alloc/free/info/NQ/NDS/reset */
 };
 
+/*
+ * The driver's classic tracepoints (neuron:*), as in its neuron_trace.h after
+ * the 8-byte common header: the BPF programs read these (accel_ioctl.bpf.c)
+ * and the loader checks tracefs's format files against the same offsets
+ * (loader/kernel_text.cpp, from offsetof), so the two sides cannot drift.
+ */
+struct st_ntp_dma_queue_copy_start {
+	__u64 common_;
+	__u32 device_index;
+	__u32 eng_id;
+	__u32 qid;
+	__u32 tx_desc_count;
+	__u32 rx_desc_count;
+};
+struct st_ntp_dma_ack_completed {
+	__u64 common_;
+	__u32 device_index;
+	__u32 eng_id;
+	__u32 qid;
+	__u32 count;
+};
+struct st_ntp_mem_copyio {
+	__u64 common_;
+	__u32 device_index;
+	__u32 pad_;
+	__u64 mc;
+	__u64 buffer;
+	__u32 offset; /* never assigned by the driver */
+	__u32 size;
+};
+
 #ifdef __cplusplus
 static_assert(sizeof(struct neuron_arg_mem_buf_copy64) == 40, "MEM_BUF_COPY64 copies 40 bytes");
 static_assert(sizeof(struct neuron_arg_mem_copy64) == 40, "MEM_COPY64 copies 40 bytes");
@@ -199,6 +230,11 @@ static_assert(sizeof(struct neuron_arg_dma_queue_copy_start) == 16, "DMA_QUEUE_C
 static_assert(sizeof(struct neuron_arg_dma_ack_completed) == 12, "DMA_ACK_COMPLETED copies 12");
 static_assert(sizeof(struct neuron_arg_mem_alloc_v2mt64) == 56, "MEM_ALLOC_V2MT64 copies 56");
 static_assert(sizeof(struct neuron_arg_neuron_ds_info) == 24, "ACQUIRE_NEURON_DS copies 24");
+/* The driver's tracepoint offsets (its neuron_trace.h as of driver 2.x). */
+static_assert(__builtin_offsetof(struct st_ntp_dma_queue_copy_start, device_index) == 8, "copy_start device_index");
+static_assert(__builtin_offsetof(struct st_ntp_dma_queue_copy_start, rx_desc_count) == 24, "copy_start rx_desc_count");
+static_assert(__builtin_offsetof(struct st_ntp_dma_ack_completed, count) == 20, "ack_completed count");
+static_assert(__builtin_offsetof(struct st_ntp_mem_copyio, size) == 36, "mem_copyin/out size");
 #endif
 
 #endif /* STEPTRACE_NEURON_UAPI_H */

@@ -137,9 +137,6 @@ TEST_CASE("export: BPF-side losses are reported next to the drops and mark INCOM
     CHECK(j["losses"]["fork_target_full"]["count"] == 3);
     CHECK(j["losses"]["fork_target_full"]["affects_attribution"] == true);
     CHECK(j["losses"]["block_rq_full"]["count"] == 0);
-    auto plain = format_summary_text(r);
-    CHECK(plain.find("INCOMPLETE: 3 new processes not followed") != std::string::npos);
-    CHECK(std::regex_search(plain, std::regex("\n  fork_target_full +3  new processes not followed")));
     CHECK(html_report(r).find("INCOMPLETE: 3 new processes not followed") != std::string::npos);
     CHECK(perfetto_trace(r)["metadata"]["incomplete"] == true);
   }
@@ -166,7 +163,6 @@ TEST_CASE("export: BPF-side losses are reported next to the drops and mark INCOM
     r.drops.kretprobe = LossMeasure::not_measurable;
     CHECK_FALSE(r.incomplete());
     CHECK(strip_ansi(format_report_text(r)).find("kretprobe_missed not measurable") != std::string::npos);
-    CHECK(format_summary_text(r).find("not measurable on this kernel") != std::string::npos);
     CHECK(summary_json(r)["losses"]["kretprobe_missed"]["measurable"] == false);
     r.drops.kretprobe = LossMeasure::measured;
     r.drops.losses[ST_LOSS_KRETPROBE_MISSED] = 9;

@@ -21,6 +21,7 @@
 
 #include "neuron_uapi.h"
 #include "export/summary.h"
+#include "export/text_report.h"
 #include "support/workload.h"
 
 using namespace steptrace;
@@ -255,7 +256,7 @@ TEST_CASE("net: sockets evicted from a full socket LRU are counted as a loss and
   auto o = attach_options(w.pid());
   o.max_socks = kMapEntries;
   auto r = trace_workload(w, o);
-  INFO(format_summary_text(r).substr(0, 3000));
+  INFO(format_report_text(r, {false, 0}).substr(0, 3000));
   // At most the map's entries can still be there or have closed in it; the
   // rest of the 2 x 24 + 1 sockets were pushed out while open.
   CHECK(r.drops.losses[ST_LOSS_SOCK_EVICTED] >= 2 * kConns - 2 * kMapEntries);

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "export/summary.h"
+#include "export/text_report.h"
 #include "support/workload.h"
 
 using namespace steptrace;
@@ -93,7 +94,7 @@ TEST_CASE("drops: a ring buffer overflow is counted per class and reported", "[r
   // Nothing is lost silently in userspace: every record the kernel emitted was decoded.
   CHECK(r.decode.total_decoded() == r.drops.total_emitted());
   CHECK(r.records == r.drops.total_emitted());
-  auto text = format_summary_text(r);
+  auto text = format_report_text(r, {false, 0});
   CHECK(text.find("INCOMPLETE") != std::string::npos);
   auto j = summary_json(r);
   CHECK(j["incomplete"] == true);
@@ -125,7 +126,7 @@ TEST_CASE("losses: a full target map loses forked children, counted and reported
   auto o = attach_options(w.pid());
   o.max_targets = kMapEntries;
   auto r = trace_workload(w, o);
-  INFO(format_summary_text(r).substr(0, 3000));
+  INFO(format_report_text(r, {false, 0}).substr(0, 3000));
   CHECK(r.drops.total_dropped() == 0);  // the ring kept up: the loss alone marks it
   CHECK(r.drops.losses[ST_LOSS_FORK_TARGET] == kChildren - (kMapEntries - 1));
   int followed = 0;
@@ -138,6 +139,6 @@ TEST_CASE("losses: a full target map loses forked children, counted and reported
   auto j = summary_json(r);
   CHECK(j["incomplete"] == true);
   CHECK(j["losses"]["fork_target_full"]["count"] == kChildren - (kMapEntries - 1));
-  auto text = format_summary_text(r);
+  auto text = format_report_text(r, {false, 0});
   CHECK(text.find("INCOMPLETE: 5 new processes not followed (target map full)") != std::string::npos);
 }

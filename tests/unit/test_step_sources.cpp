@@ -64,6 +64,36 @@ TEST_CASE("steps: runtime probes - one step per nrt_execute, opened at the wait 
   CHECK(r.steps.back().end_ns == probe_base(4) + 20 * kMs);
 }
 
+TEST_CASE("steps: step 0 opens after the runtime's set-up, not at the loaders' start-up handshake", "[steps][unit]") {
+  // The job waits for its loaders to start (woken by one), then loads the
+  // model (set-up ioctls: memory allocation), then waits for its first batch.
+  // The handshake is close enough to the first execution to fall in the
+  // window step 0 is searched in; the set-up between them must stay out of
+  // step 0 (a CI run counted the EFA endpoint's set-up calls inside it).
+  Feed f;
+  f(switch_in(kRankPid, kRankPid, 50 * kMs));
+  f(switch_in(kRankPid, kLoaderTid, 50 * kMs));
+  f(switch_out(kRankPid, kRankPid, 72 * kMs));                            // waits for the loaders' hello
+  f(wakeup(kRankPid, kRankPid, 74 * kMs, kRankPid, kLoaderTid));
+  f(switch_in(kRankPid, kRankPid, 74 * kMs));
+  f(ioctl(kRankPid, kRankPid, 80 * kMs, 81 * kMs, NEURON_CMD_MEM_ALLOC_V2MT64));  // nrt_load
+  f(ioctl(kRankPid, kRankPid, 90 * kMs, 91 * kMs, NEURON_CMD_MEM_ALLOC_V2MT64));  // tensor allocation
+  for (int k = 0; k < 5; ++k) {
+    const uint64_t b = probe_base(k);
+    f(switch_out(kRankPid, kRankPid, b));
+    f(wakeup(kRankPid, kRankPid, b + 3 * kMs, kRankPid, kLoaderTid));
+    f(switch_in(kRankPid, kRankPid, b + 3 * kMs));
+    f(uprobe(kRankPid, kRankPid, b + 5 * kMs, ST_UP_NRT_EXECUTE, false));
+    f(uprobe(kRankPid, kRankPid, b + 15 * kMs, ST_UP_NRT_EXECUTE, true));
+  }
+  f.finish(250 * kMs);
+  auto ranks = steps::reconstruct_steps(f.tl, f.tt);
+  REQUIRE(ranks.size() == 1);
+  REQUIRE(ranks[0].steps.size() == 5);
+  CHECK(ranks[0].steps[0].start_ns == probe_base(0));  // the wait for the first batch, after the set-up
+  CHECK(ranks[0].steps[1].start_ns == probe_base(1));
+}
+
 TEST_CASE("attribution: a wait woken by a loader is data loading, nrt_execute is device execute", "[steps][unit]") {
   Feed f;
   feed_probe_job(f, 5);

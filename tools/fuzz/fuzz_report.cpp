@@ -92,7 +92,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The calls main.cpp and export/outputs.cpp make, in every style.
   std::string text = format_report_text(*r, {false, 0});
   std::string vtext = format_report_text(*r, {true, 1});
-  std::string summary = format_summary_text(*r);
   std::string json = summary_json(*r).dump(2);
   std::string perfetto = perfetto_trace(*r).dump();
   std::string html = html_report(*r);

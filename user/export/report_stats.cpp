@@ -28,6 +28,15 @@ int counted_steps(const JobAnalysis& job, const RankResult& r) {
   return n;
 }
 
+std::vector<const ThreadInfo*> sorted_threads(const SessionReport& r) {
+  std::vector<const ThreadInfo*> v;
+  for (const auto& [tid, t] : r.analysis.threads.threads()) v.push_back(&t);
+  std::sort(v.begin(), v.end(), [](const ThreadInfo* a, const ThreadInfo* b) {
+    return a->pid != b->pid ? a->pid < b->pid : a->tid < b->tid;
+  });
+  return v;
+}
+
 StepStats step_stats(const JobAnalysis& job) {
   StepStats s;
   std::vector<uint64_t> durs;

@@ -26,6 +26,9 @@ struct StepStats {
 };
 StepStats step_stats(const JobAnalysis& job);
 
+// Every thread of the report, by pid then tid (the order every sink lists them in).
+std::vector<const ThreadInfo*> sorted_threads(const SessionReport& r);
+
 // Steps of one rank that count (index >= skipped warm-up steps).
 int counted_steps(const JobAnalysis& job, const RankResult& r);
 // Share (0..1) of each category in the rank's counted steps.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The session summary as text (terminal) and JSON. Later stages (steps,
-// attribution, verdict) add their sections to the same report.
+// The JSON sink (--json): the session report as one object
+// (docs/schema/steptrace-report.schema.json). The terminal text is
+// text_report.h; both come from the same SessionReport.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,7 +11,6 @@
 
 namespace steptrace {
 
-std::string format_summary_text(const SessionReport& r);
 nlohmann::json summary_json(const SessionReport& r);
 nlohmann::json job_json(const JobAnalysis& job);
 

@@ -61,15 +61,6 @@ std::string wrap(const std::string& first_prefix, const std::string& text, const
   return out;
 }
 
-std::vector<const ThreadInfo*> sorted_threads(const SessionReport& r) {
-  std::vector<const ThreadInfo*> v;
-  for (const auto& [tid, t] : r.analysis.threads.threads()) v.push_back(&t);
-  std::sort(v.begin(), v.end(), [](const ThreadInfo* a, const ThreadInfo* b) {
-    return a->pid != b->pid ? a->pid < b->pid : a->tid < b->tid;
-  });
-  return v;
-}
-
 void steps_table(std::string& o, const JobAnalysis& job, const RankResult& rk, const Painter& paint,
                  bool all_steps) {
   o += paint(fmt::format("Steps of rank {} (ms, steps from {})", rk.rank, step_source_name(rk.source)), "1") + "\n";

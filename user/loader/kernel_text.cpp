@@ -4,6 +4,9 @@
 #include <fmt/core.h>
 
 #include <charconv>
+#include <cstddef>
+
+#include "neuron_uapi.h"
 
 namespace steptrace {
 namespace {
@@ -119,15 +122,25 @@ std::string tp_layout_mismatch(const std::vector<TpField>& fields, const std::ve
   return {};
 }
 
+// The offsets the BPF programs read (bpf/neuron_uapi.h), as tracefs must show them.
+#define ST_TP_FIELD(type, field) \
+  TpExpect { #field, static_cast<uint32_t>(offsetof(type, field)), static_cast<uint32_t>(sizeof(type::field)) }
+
 const std::vector<NeuronTp>& neuron_tracepoints() {
   static const std::vector<NeuronTp> k = {
       {"dma_queue_copy_start",
-       {{"device_index", 8, 4}, {"eng_id", 12, 4}, {"qid", 16, 4}, {"tx_desc_count", 20, 4}, {"rx_desc_count", 24, 4}}},
-      {"dma_ack_completed", {{"device_index", 8, 4}, {"eng_id", 12, 4}, {"qid", 16, 4}, {"count", 20, 4}}},
-      {"ioctl_mem_copyin", {{"device_index", 8, 4}, {"size", 36, 4}}},
-      {"ioctl_mem_copyout", {{"device_index", 8, 4}, {"size", 36, 4}}},
+       {ST_TP_FIELD(st_ntp_dma_queue_copy_start, device_index), ST_TP_FIELD(st_ntp_dma_queue_copy_start, eng_id),
+        ST_TP_FIELD(st_ntp_dma_queue_copy_start, qid), ST_TP_FIELD(st_ntp_dma_queue_copy_start, tx_desc_count),
+        ST_TP_FIELD(st_ntp_dma_queue_copy_start, rx_desc_count)}},
+      {"dma_ack_completed",
+       {ST_TP_FIELD(st_ntp_dma_ack_completed, device_index), ST_TP_FIELD(st_ntp_dma_ack_completed, eng_id),
+        ST_TP_FIELD(st_ntp_dma_ack_completed, qid), ST_TP_FIELD(st_ntp_dma_ack_completed, count)}},
+      {"ioctl_mem_copyin", {ST_TP_FIELD(st_ntp_mem_copyio, device_index), ST_TP_FIELD(st_ntp_mem_copyio, size)}},
+      {"ioctl_mem_copyout", {ST_TP_FIELD(st_ntp_mem_copyio, device_index), ST_TP_FIELD(st_ntp_mem_copyio, size)}},
   };
   return k;
 }
+
+#undef ST_TP_FIELD
 
 }  // namespace steptrace

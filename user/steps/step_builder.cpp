@@ -61,6 +61,18 @@ uint64_t find_host_boundary(const RankSteps& r, uint64_t lo, uint64_t hi) {
 
 namespace {
 
+// The end of the runtime's set-up before the first execution: its last
+// set-up call on the device (memory allocation, device info, NQ/NDS set-up,
+// reset) on the main thread. Step 0 begins after it: a wait for the loaders
+// before the model was even loaded (their start-up handshake) is not the
+// first step's wait for a batch, however close the two are in time.
+uint64_t setup_end(const RankSteps& r, uint64_t first_exec) {
+  uint64_t end = 0;
+  for (const auto& s : r.main->spans)
+    if (s.end <= first_exec && is_ioctl_class(s, NEURON_CLASS_SETUP)) end = std::max(end, s.end);
+  return end;
+}
+
 // Step starts: the markers, or one boundary before each anchor.
 std::vector<uint64_t> step_starts(const RankSteps& r, uint64_t thread_start) {
   if (r.source == StepSource::marker) return r.main->markers;
@@ -77,6 +89,7 @@ std::vector<uint64_t> step_starts(const RankSteps& r, uint64_t thread_start) {
                   : r.host_only     ? 0
                   : (period && A[0].start > 2 * period ? A[0].start - 2 * period : 0);
     lo = std::max(lo, thread_start);
+    if (k == 0 && !r.host_only) lo = std::max(lo, setup_end(r, A[0].start));
     bounds.push_back(r.host_only ? find_host_boundary(r, lo, A[k].start) : find_boundary(r, lo, A[k].start));
   }
   return bounds;
