@@ -107,7 +107,7 @@ TEST_CASE("steps: a CPU-only PyTorch DDP job is cut into its steps with no confi
     const auto& ts = truth["steps"];
     REQUIRE(ts.size() == kSteps);
     REQUIRE(rr->steps.size() == kSteps);
-    int close = 0;
+    int close = 0, with_collective = 0;
     double dur_err = 0;
     for (int k = 1; k < kSteps; ++k) {
       const auto& t = ts[static_cast<size_t>(k)];
@@ -119,9 +119,20 @@ TEST_CASE("steps: a CPU-only PyTorch DDP job is cut into its steps with no confi
       int64_t tol = std::max<int64_t>(10'000'000, (t1 - t0) * 8 / 100);
       close += off > -tol && off < tol;
       dur_err += std::abs(static_cast<double>(st.duration()) - static_cast<double>(t1 - t0)) / static_cast<double>(t1 - t0);
-      // Every step moves its gradients: the collective shows up in each.
-      CHECK(st.ns[static_cast<size_t>(Category::collective)] > 0);
+      // Every step moves its gradients; the main thread waits for the
+      // all-reduce in most of them. Not in every one: under CPU load the
+      // all-reduce can finish behind the backward pass's compute, and a step
+      // with no wait has no collective time (1 run in 4 with a niced CPU hog
+      // beside it: one step of 19, host_overhead 59.9 ms, collective 0).
+      if (st.ns[static_cast<size_t>(Category::collective)] > 0) ++with_collective;
+      else {
+        std::string cats;
+        for (size_t c = 0; c < kCategories; ++c)
+          cats += std::string(category_name(static_cast<Category>(c))) + " " + std::to_string(st.ns[c] / 1000) + " us  ";
+        std::printf("ddp rank %d step %d without collective time: %s\n", rank, k, cats.c_str());
+      }
     }
+    CHECK(with_collective * 5 >= (kSteps - 1) * 4);  // at least 4 steps in 5
     std::printf("ddp rank %d: %d/%d step starts within max(10 ms, 8%%) of the job's own, mean duration error %.1f%%\n", rank,
                 close, kSteps - 1, 100 * dur_err / (kSteps - 1));
     CHECK(close >= kSteps - 3);
