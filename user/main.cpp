@@ -87,7 +87,7 @@ int print_report(const Options& o, const SessionReport& report) {
 }
 
 int cmd_report(const Options& o) {
-  auto r = replay_capture(o.capture_path);
+  auto r = replay_capture(o.capture_path, WindowPolicy::from(o.window_s, o.max_memory_bytes, o.keep_steps));
   if (!r) {
     log::error("{}", r.error().message);
     return 1;

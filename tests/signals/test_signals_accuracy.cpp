@@ -157,8 +157,8 @@ int check_fabric(const Run& run, const char* label) {
       CHECK(got[ph]->errors == 0);
       // The syscall lies inside the runtime's two timestamps.
       double g = static_cast<double>(got[ph]->total_ns) / 1e6, w = static_cast<double>(want[ph].ns) / 1e6;
-      std::printf("%s rank %d %-8s: %2u calls %7.3f ms traced, truth %2d calls %7.3f ms\n", label, tr_rank.rank,
-                  names[ph], got[ph]->calls, g, want[ph].n, w);
+      std::printf("%s rank %d %-8s: %2llu calls %7.3f ms traced, truth %2d calls %7.3f ms\n", label, tr_rank.rank,
+                  names[ph], static_cast<unsigned long long>(got[ph]->calls), g, want[ph].n, w);
       CHECK(g <= w + 0.05);
       CHECK(g >= 0.8 * w - 0.05 * want[ph].n);
     }

@@ -24,7 +24,7 @@ struct Tables {
   }
   void finish(uint64_t end_ns) { tl.finish(end_ns, &tt); }
   const ThreadInfo* find(uint32_t tid) const { return tt.find(tid); }
-  const std::unordered_map<uint32_t, ThreadInfo>& threads() const { return tt.threads(); }
+  const std::unordered_map<uint64_t, ThreadInfo>& threads() const { return tt.threads(); }
   void set_comm(uint32_t pid, uint32_t tid, const std::string& comm) { tt.set_comm(pid, tid, comm); }
 };
 

@@ -25,9 +25,12 @@ RankResult rank_of(int rank, int n, const CategoryNs& ns, StepSource src = StepS
     st.end_ns = st.start_ns + 100 * kMs;
     st.ns = ns;
     r.steps.push_back(st);
-    if (k >= 1)
+    if (k >= 1) {
+      ++r.counted_steps;
       for (size_t c = 0; c < kCategories; ++c) r.total[c] += ns[c];
+    }
   }
+  r.steps_total = r.steps.size();
   return r;
 }
 

@@ -97,7 +97,11 @@ void cross_rank(std::vector<RankWork>& ranks, int skip) {
       }
       coupled = all && max_end - min_end <= tolerance;
     }
-    if (coupled && static_cast<int>(k) >= skip && last - first > tolerance) ++ranks[last_rank].res.straggler_steps;
+    auto& late = ranks[last_rank].res;
+    if (coupled && late.steps[k].index >= skip && last - first > tolerance) {
+      ++late.straggler_steps;
+      late.steps[k].straggler = true;
+    }
   }
 }
 

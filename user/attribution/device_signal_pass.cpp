@@ -326,8 +326,9 @@ void proxy_runq(RankResult& r, const Execs& anchors, const ThreadTimeline& t, in
 // run-queue delay per step.
 void proxy_threads(RankResult& r, const Execs& anchors, const TimelineStore& tl, const ThreadTable& threads,
                    const SignalsData* d, int skip, DeviceSignalsSummary& S, SignalTotals& T) {
-  for (const auto& [tid, t] : tl.threads()) {
-    if (t.pid != r.pid || tid == r.main_tid) continue;
+  for (const auto& [key, t] : tl.threads()) {
+    const uint32_t tid = t.tid;
+    if (t.pid != r.pid || key == r.main_tid) continue;
     std::string comm;
     if (d)
       if (auto it = d->comms.find(tid); it != d->comms.end()) comm = it->second;

@@ -32,23 +32,65 @@ void FabricPhase::add(const VerbInfo& v, const Span& s) {
   last_ns = std::max(last_ns, s.end);
 }
 
+void FabricPhase::merge(const FabricPhase& o) {
+  for (const auto& v : o.verbs) {
+    auto it = std::find_if(verbs.begin(), verbs.end(), [&](const VerbStats& x) { return x.name == v.name; });
+    if (it == verbs.end()) {
+      verbs.push_back(v);
+      continue;
+    }
+    it->calls += v.calls;
+    it->errors += v.errors;
+    it->total_ns += v.total_ns;
+    it->max_ns = std::max(it->max_ns, v.max_ns);
+    it->bytes += v.bytes;
+  }
+  calls += o.calls;
+  errors += o.errors;
+  total_ns += o.total_ns;
+  bytes += o.bytes;
+  if (o.first_ns && (!first_ns || o.first_ns < first_ns)) first_ns = o.first_ns;
+  last_ns = std::max(last_ns, o.last_ns);
+}
+
+void merge_fabric(FabricSummary& into, const FabricSummary& more) {
+  for (const auto& m : more.ranks) {
+    auto it = std::find_if(into.ranks.begin(), into.ranks.end(), [&](const RankFabric& f) { return f.pid == m.pid; });
+    if (it == into.ranks.end()) {
+      into.ranks.push_back(m);
+      continue;
+    }
+    if (m.rank >= 0) it->rank = m.rank;
+    it->setup.merge(m.setup);
+    it->in_steps.merge(m.in_steps);
+    it->teardown.merge(m.teardown);
+    it->counted_steps += m.counted_steps;
+    it->counted_steps_with_calls += m.counted_steps_with_calls;
+  }
+  // Ranks first, then the other processes (as summarize_fabric orders them).
+  std::stable_partition(into.ranks.begin(), into.ranks.end(), [](const RankFabric& f) { return f.rank >= 0; });
+}
+
 uint64_t FabricSummary::calls() const {
   uint64_t n = 0;
   for (const auto& r : ranks) n += r.setup.calls + r.in_steps.calls + r.teardown.calls;
   return n;
 }
 
-FabricSummary summarize_fabric(const TimelineStore& tl, std::vector<RankResult*>& ranks, int skip_warmup_steps) {
+FabricSummary summarize_fabric(const TimelineStore& tl, std::vector<RankResult*>& ranks, int skip_warmup_steps,
+                               const FabricWindow& w) {
   FabricSummary out;
   for (RankResult* r : ranks) {
     RankFabric f;
     f.rank = r->rank;
     f.pid = r->pid;
+    std::pair<uint64_t, uint64_t> range{0, UINT64_MAX};
+    if (auto it = w.rank_range.find(r->pid); it != w.rank_range.end()) range = it->second;
     std::vector<const Span*> calls;
-    for (const auto& [tid, t] : tl.threads()) {
+    for (const auto& [key, t] : tl.threads()) {
       if (t.pid != r->pid) continue;
       for (const auto& s : t.spans)
-        if (s.kind == SpanKind::rdma_verb) calls.push_back(&s);
+        if (s.kind == SpanKind::rdma_verb && s.start >= range.first && s.start < range.second) calls.push_back(&s);
     }
     if (calls.empty()) continue;
     std::sort(calls.begin(), calls.end(), [](const Span* a, const Span* b) { return a->start < b->start; });
@@ -84,12 +126,13 @@ FabricSummary summarize_fabric(const TimelineStore& tl, std::vector<RankResult*>
   // Processes that are not ranks (a launcher, a tool probing the adapter):
   // all their calls are setup, with no steps to place them in.
   std::map<uint32_t, std::vector<const Span*>> others;
-  for (const auto& [tid, t] : tl.threads()) {
+  for (const auto& [key, t] : tl.threads()) {
     bool rank = false;
     for (const RankResult* r : ranks) rank = rank || r->pid == t.pid;
     if (rank) continue;
     for (const auto& s : t.spans)
-      if (s.kind == SpanKind::rdma_verb) others[t.pid].push_back(&s);
+      if (s.kind == SpanKind::rdma_verb && s.start >= w.others_from_ns && s.start < w.others_to_ns)
+        others[t.pid].push_back(&s);
   }
   for (auto& [pid, calls] : others) {
     RankFabric f;

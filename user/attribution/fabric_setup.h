@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -20,25 +22,26 @@ struct RankResult;
 struct VerbStats {
   std::string name;
   VerbGroup group = VerbGroup::other;
-  uint32_t calls = 0, errors = 0;
+  uint64_t calls = 0, errors = 0;
   uint64_t total_ns = 0, max_ns = 0;
   uint64_t bytes = 0;  // memory registered (registrations)
 };
 
 struct FabricPhase {
   std::vector<VerbStats> verbs;  // by name
-  uint32_t calls = 0, errors = 0;
+  uint64_t calls = 0, errors = 0;
   uint64_t total_ns = 0, bytes = 0;
   uint64_t first_ns = 0, last_ns = 0;  // first entry, last return
   void add(const VerbInfo& v, const Span& s);
+  void merge(const FabricPhase& o);
 };
 
 struct RankFabric {
   int rank = 0;  // -1: a process that is not a rank (every call counted as setup)
   uint32_t pid = 0;
   FabricPhase setup, in_steps, teardown;
-  int counted_steps_with_calls = 0;  // steps past the warm-up that made uverbs calls
-  int counted_steps = 0;
+  uint64_t counted_steps_with_calls = 0;  // steps past the warm-up that made uverbs calls
+  uint64_t counted_steps = 0;
 };
 
 struct FabricSummary {
@@ -47,6 +50,16 @@ struct FabricSummary {
 };
 
 // Fills each step's fabric_calls / fabric_ns and returns the per-rank summary.
-FabricSummary summarize_fabric(const TimelineStore& tl, std::vector<RankResult*>& ranks, int skip_warmup_steps);
+// Which calls a (windowed) summary counts: a rank's from its range, other
+// processes' from others_from_ns on; earlier ones were counted by an earlier window.
+struct FabricWindow {
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> rank_range;  // pid -> [from, to); default all
+  uint64_t others_from_ns = 0, others_to_ns = UINT64_MAX;
+};
+
+FabricSummary summarize_fabric(const TimelineStore& tl, std::vector<RankResult*>& ranks, int skip_warmup_steps,
+                               const FabricWindow& w = {});
+// Add another window's summary (by pid).
+void merge_fabric(FabricSummary& into, const FabricSummary& more);
 
 }  // namespace steptrace

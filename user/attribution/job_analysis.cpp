@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "attribution/job_analysis.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "attribution/cross_rank.h"
 #include "attribution/device_signal_pass.h"
 #include "attribution/step_attribution.h"
@@ -22,6 +25,7 @@ void gate_and_share(std::vector<RankWork>& ranks, int skip, JobAnalysis& job) {
         if (st.ns[c] > st.ns[g]) g = c;
       st.gating = static_cast<Category>(g);
       if (st.index < skip) continue;
+      ++r.res.counted_steps;
       for (size_t c = 0; c < kCategories; ++c) {
         r.res.total[c] += st.ns[c];
         sum[c] += st.ns[c];
@@ -36,7 +40,7 @@ void gate_and_share(std::vector<RankWork>& ranks, int skip, JobAnalysis& job) {
 
 // A rank's result shell from the steps stage: identity, loaders, and one
 // unattributed StepResult per step.
-RankWork start_rank(const steps::RankSteps& s) {
+RankWork start_rank(const steps::RankSteps& s, int first_index) {
   RankWork w;
   w.steps = &s;
   w.res.rank = s.rank;
@@ -48,12 +52,31 @@ RankWork start_rank(const steps::RankSteps& s) {
   w.res.loader_tids = s.loader_tids;
   for (const auto& win : s.steps) {
     StepResult st;
-    st.index = static_cast<int>(w.res.steps.size());
+    st.index = first_index + static_cast<int>(w.res.steps.size());
     st.start_ns = win.start_ns;
     st.end_ns = win.end_ns;
     w.res.steps.push_back(st);
   }
+  w.res.steps_total = w.res.steps.size();
   return w;
+}
+
+// Leave out the steps a windowed analysis folded already (those mostly
+// before the cut); the first one left starts at the cut, so the rank's steps
+// stay contiguous across windows. Executions before it go too: ranks are
+// compared execution by execution.
+void resume_at(steps::RankSteps& s, const ResumePoint& p) {
+  auto& v = s.steps;
+  auto first = std::find_if(v.begin(), v.end(), [&](const steps::StepWindow& w) {
+    return w.start_ns / 2 + w.end_ns / 2 >= p.cut_ns;
+  });
+  v.erase(v.begin(), first);
+  if (!v.empty() && (v.front().start_ns < p.cut_ns ||
+                     v.front().start_ns - p.cut_ns < v.front().end_ns - v.front().start_ns))
+    v.front().start_ns = p.cut_ns;
+  const uint64_t from = v.empty() ? p.cut_ns : v.front().start_ns;
+  auto& a = s.anchors;
+  a.erase(a.begin(), std::find_if(a.begin(), a.end(), [&](const steps::Anchor& x) { return x.start >= from; }));
 }
 
 std::vector<RankResult*> results_of(std::vector<RankWork>& ranks) {
@@ -71,9 +94,19 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
 
   // The steps stage: ranks (processes that drive the accelerator, mark
   // steps, or move a periodic collective) and their steps.
-  const std::vector<steps::RankSteps> found = steps::reconstruct_steps(tl, threads);
+  std::vector<steps::RankSteps> found = steps::reconstruct_steps(tl, threads);
   std::vector<RankWork> ranks;
-  for (const auto& s : found) ranks.push_back(start_rank(s));
+  FabricWindow fw;
+  fw.others_from_ns = opt.others_from_ns;
+  for (auto& s : found) {
+    int first_index = 0;
+    if (auto it = opt.resume.find(s.pid); it != opt.resume.end()) {
+      resume_at(s, it->second);
+      first_index = it->second.next_index;
+      fw.rank_range[s.pid] = {it->second.cut_ns, UINT64_MAX};
+    }
+    ranks.push_back(start_rank(s, first_index));
+  }
 
   for (auto& r : ranks) {
     const uint64_t typical_device_ns = estimate_device_ns(*r.steps->main, r.steps->anchors);
@@ -89,15 +122,19 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
   cross_rank(ranks, opt.skip_warmup_steps);
   {
     std::vector<RankResult*> rr = results_of(ranks);
-    job.fabric = summarize_fabric(tl, rr, opt.skip_warmup_steps);
+    job.fabric = summarize_fabric(tl, rr, opt.skip_warmup_steps, fw);
   }
 
   // Shares over counted steps; per-step gating.
   gate_and_share(ranks, opt.skip_warmup_steps, job);
   for (auto& r : ranks) job.ranks.push_back(std::move(r.res));
+  judge(job, tl, drops);
+  return job;
+}
+
+void judge(JobAnalysis& job, const TimelineStore& tl, const DropStats& drops) {
   job.verdict = decide_verdict(job, tl, drops);
   annotate_verdict_with_signals(job);
-  return job;
 }
 
 }  // namespace steptrace

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct StepResult {
   uint32_t fabric_calls = 0;        // uverbs calls (EFA control path) that started in this step
   uint64_t fabric_ns = 0;           // their time inside the step
   uint64_t fabric_reg_bytes = 0;    // memory they registered
+  bool straggler = false;           // this rank arrived last (and late) at a coupled collective
   Category gating = Category::other;
   signals::StepDeviceSignals dev;   // device counters (NDS, EFA, proxy threads) for this step
   uint64_t duration() const { return end_ns - start_ns; }
@@ -44,10 +46,15 @@ struct RankResult {
   StepSource source = StepSource::none;
   std::vector<uint32_t> loader_pids;  // child processes (DataLoader workers)
   std::vector<uint32_t> loader_tids;  // every thread that can hand batches to main
+  // The steps kept in detail: all of them in a short session, the most recent
+  // ones once a long session folds older steps into the totals
+  // (pipeline/step_ledger.h). Counts and totals below cover every step.
   std::vector<StepResult> steps;
+  uint64_t steps_total = 0;           // steps found, kept in detail or not
+  uint64_t counted_steps = 0;         // of them, past the warm-up
   CategoryNs total{};                 // over counted steps
   uint64_t counted_ns = 0;
-  int straggler_steps = 0;            // steps where this rank arrived last (and late)
+  uint64_t straggler_steps = 0;       // steps where this rank arrived last (and late)
 };
 
 struct Verdict {
@@ -75,12 +82,25 @@ namespace signals {
 struct SignalsData;
 }
 
+// A windowed analysis picks each rank up where its folded steps ended
+// (pipeline/step_ledger.h): steps that lie mostly before cut_ns were folded
+// already and are left out; the next one starts at cut_ns, numbered next_index.
+struct ResumePoint {
+  uint64_t cut_ns = 0;
+  int next_index = 0;
+};
+
 struct AnalysisOptions {
   int skip_warmup_steps = 1;  // first steps of each rank left out of shares and the verdict
   const signals::SignalsData* device_signals = nullptr;  // sampled device counters (user/signals)
+  std::map<uint32_t, ResumePoint> resume;  // by rank pid
+  uint64_t others_from_ns = 0;  // work of processes that are not ranks was counted up to here
 };
 
 JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, const DropStats& drops,
                         const AnalysisOptions& opt = {});
+// The last stage of analyze_job, on its own for a merged analysis: the
+// verdict from the ranks' totals and steps, evidence from the timeline.
+void judge(JobAnalysis& job, const TimelineStore& tl, const DropStats& drops);
 
 }  // namespace steptrace

@@ -72,8 +72,7 @@ const RankResult* find_straggler(const JobAnalysis& job, Verdict& v) {
   const RankResult* strag = nullptr;
   for (const auto& r : job.ranks)
     if (!strag || r.straggler_steps > strag->straggler_steps) strag = &r;
-  int counted = 0;
-  for (const auto& st : job.ranks.front().steps) counted += st.index >= job.skipped_warmup_steps;
+  const uint64_t counted = job.ranks.empty() ? 0 : job.ranks.front().counted_steps;
   if (job.ranks.size() >= 2 && strag && counted > 0 && strag->straggler_steps * 2 > counted) {
     v.straggler_rank = strag->rank;
     uint64_t late = 0;

@@ -86,6 +86,30 @@ void add_output_flags(CLI::App* app, Options& o) {
          "Permission bits of the files written, in octal (default 0600)");
 }
 
+// How a long session stays bounded (pipeline/analysis.h, WindowPolicy).
+void add_window_flags(CLI::App* app, Options& o) {
+  app->add_option("--window", o.window_s,
+                  "Every this many seconds of trace, fold the steps that are over into per-rank totals and forget "
+                  "their timeline, so memory stays bounded however long the session runs (default 10; 0 keeps the "
+                  "whole session in memory)")
+      ->check(CLI::Range(0.0, 86400.0));
+  app->add_option_function<std::string>(
+         "--max-memory",
+         [&o](const std::string& s) {
+           auto b = parse_size(s);
+           if (!b) throw CLI::ValidationError("--max-memory", b.error().message);
+           o.max_memory_bytes = *b;
+         },
+         "Cap on the analysis' memory (suffix k, m or g; default 1g): above it the window folds at once, and if "
+         "the window alone is still above it, its detail is forgotten (its open steps are lost; the report counts "
+         "it). 0: no cap")
+      ->type_name("SIZE");
+  app->add_option("--keep-steps", o.keep_steps,
+                  "Steps of each rank kept in detail for the per-step table, JSON, Perfetto and HTML (the most "
+                  "recent; totals and counts cover every step; default 4096)")
+      ->check(CLI::Range(1u, 10'000'000u));
+}
+
 void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::vector<std::string>& accel,
                      std::vector<std::string>& rdma) {
   app->add_option("-d,--duration", o.duration_s, "Stop after this many seconds")->check(CLI::PositiveNumber);
@@ -116,6 +140,7 @@ void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::ve
                 "Do not sample the Neuron datastore, EFA counters or Neuron sysfs metrics");
   app->add_option("--json", o.json_path, "Write the summary as JSON to FILE (- for stdout)");
   add_output_flags(app, o);
+  add_window_flags(app, o);
 }
 
 // How a launched job (run, record -- CMD, top -- CMD) is stopped.
@@ -248,6 +273,7 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   report->add_option("file", o.capture_path, "Capture written by steptrace record")->required();
   report->add_option("--json", o.json_path, "Write the report as JSON to FILE (- for stdout)");
   add_output_flags(report, o);
+  add_window_flags(report, o);
 
   auto* top = app.add_subcommand(
       "top", "Live view, refreshed every second (q or Ctrl-C quits): top [-p PID|--cgroup P|--all|-- CMD...]");

@@ -50,6 +50,9 @@ struct Options {
   std::string record_path;               // record -o FILE: raw events to a capture file
   uint64_t max_capture_bytes = 0;        // record --max-size: 0 = no cap
   std::string capture_path;              // report FILE
+  double window_s = 10;                  // --window: fold every this many seconds of trace (0: never)
+  uint64_t max_memory_bytes = 1ull << 30; // --max-memory: the analysis' memory cap (0: none)
+  uint32_t keep_steps = 4096;            // --keep-steps: steps per rank kept in detail
   int verbose = 0;
   uint32_t max_targets = 0;              // tests only (no flag): entries of the BPF target set, 0 = default
   uint32_t max_socks = 0;                // tests only (no flag): entries of the BPF socket LRU, 0 = default

@@ -192,11 +192,11 @@ std::string html_report(const SessionReport& r) {
     o += fmt::format("<th title=\"{}\">{}</th>", kCategoryNames[c], category_label(c));
   o += "<th>last at collective</th></tr>\n";
   for (const auto& rk : job.ranks) {
-    int n = counted_steps(job, rk);
+    const uint64_t n = counted_steps(job, rk);
     auto sh = rank_shares(rk);
     bool strag = rk.rank == v.straggler_rank;
     o += fmt::format("<tr{}><td>{}{}</td><td>{}</td><td>{}</td><td>{:.2f}</td>", strag ? " class=\"straggler\"" : "",
-                     rk.rank, strag ? " (straggler)" : "", rk.pid, rk.steps.size(),
+                     rk.rank, strag ? " (straggler)" : "", rk.pid, rk.steps_total,
                      n ? static_cast<double>(rk.counted_ns) / n / 1e6 : 0.0);
     for (size_t c = 0; c < kCategories; ++c) o += fmt::format("<td>{:.1f}%</td>", 100 * sh[c]);
     o += fmt::format("<td>{} steps</td></tr>\n", rk.straggler_steps);

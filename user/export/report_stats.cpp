@@ -22,11 +22,7 @@ Percentiles percentiles(std::vector<uint64_t> v) {
   return p;
 }
 
-int counted_steps(const JobAnalysis& job, const RankResult& r) {
-  int n = 0;
-  for (const auto& st : r.steps) n += st.index >= job.skipped_warmup_steps;
-  return n;
-}
+uint64_t counted_steps(const JobAnalysis&, const RankResult& r) { return r.counted_steps; }
 
 std::vector<const ThreadInfo*> sorted_threads(const SessionReport& r) {
   std::vector<const ThreadInfo*> v;

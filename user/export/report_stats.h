@@ -30,7 +30,7 @@ StepStats step_stats(const JobAnalysis& job);
 std::vector<const ThreadInfo*> sorted_threads(const SessionReport& r);
 
 // Steps of one rank that count (index >= skipped warm-up steps).
-int counted_steps(const JobAnalysis& job, const RankResult& r);
+uint64_t counted_steps(const JobAnalysis& job, const RankResult& r);
 // Share (0..1) of each category in the rank's counted steps.
 std::array<double, kCategories> rank_shares(const RankResult& r);
 

@@ -180,9 +180,9 @@ void ranks_sections(std::string& o, const SessionReport& r, const TextStyle& sty
     for (size_t c = 0; c < kCategories; ++c) o += fmt::format(" {:>7}", category_label(c));
     o += "\n";
     for (const auto& rk : job.ranks) {
-      int n = counted_steps(job, rk);
+      const uint64_t n = counted_steps(job, rk);
       auto sh = rank_shares(rk);
-      std::string line = fmt::format("{:>4} {:>7} {:>5} {:>8.1f}", rk.rank, rk.pid, rk.steps.size(),
+      std::string line = fmt::format("{:>4} {:>7} {:>5} {:>8.1f}", rk.rank, rk.pid, rk.steps_total,
                                      n ? ms(rk.counted_ns) / n : 0.0);
       for (size_t c = 0; c < kCategories; ++c) line += fmt::format(" {:>6.1f}%", 100 * sh[c]);
       if (rk.rank == v.straggler_rank) {

@@ -26,7 +26,7 @@ std::string render_top_frame(const SessionReport& r, const TopView& view, TopFra
   std::vector<std::string> lines;
 
   size_t steps = 0;
-  for (const auto& rk : job.ranks) steps += rk.steps.size();
+  for (const auto& rk : job.ranks) steps += rk.steps_total;
   double dt = r.wall_s - state.last_wall_s;
   double rate = dt > 0 && steps >= state.last_steps ? static_cast<double>(steps - state.last_steps) / dt : 0.0;
   state.last_wall_s = r.wall_s;
@@ -91,7 +91,7 @@ std::string render_top_frame(const SessionReport& r, const TopView& view, TopFra
     }
     if (used < bar_w) bar += std::string(bar_w - used, ' ');
     uint64_t last = rk.steps.empty() ? 0 : rk.steps.back().duration();
-    std::string line = fmt::format("{:>4} {:>7} {:>5} {:>9.1f}  ", rk.rank, rk.pid, rk.steps.size(),
+    std::string line = fmt::format("{:>4} {:>7} {:>5} {:>9.1f}  ", rk.rank, rk.pid, rk.steps_total,
                                    static_cast<double>(last) / 1e6) +
                        bar;
     if (rk.rank == job.verdict.straggler_rank)

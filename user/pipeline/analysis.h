@@ -14,27 +14,59 @@
 #include "timeline/collector_stats.h"
 #include "timeline/thread_table.h"
 #include "timeline/timeline_store.h"
+#include "timeline/socket_ids.h"
+#include "pipeline/step_ledger.h"
 
 namespace steptrace {
+
+// How a long session stays bounded: every fold_every_ns of trace time the
+// analysis folds the steps that are over and forgets the timeline before
+// them (Analysis::fold). Above max_memory_bytes it folds at once; if the
+// window alone is still above, the window's detail is forgotten (counted: its
+// open steps are lost).
+struct WindowPolicy {
+  uint64_t fold_every_ns = 0;   // 0: never (the whole session stays in memory)
+  size_t max_memory_bytes = 0;  // 0: no cap
+  size_t keep_steps = 4096;     // steps per rank kept in detail once folded
+
+  static WindowPolicy from(double window_s, uint64_t max_memory_bytes, uint32_t keep_steps) {
+    return {static_cast<uint64_t>(window_s * 1e9), static_cast<size_t>(max_memory_bytes), keep_steps};
+  }
+};
+
+struct WindowStats {
+  uint64_t fold_every_ns = 0;
+  uint64_t max_memory_bytes = 0;
+  uint64_t folds = 0;                // windows whose steps were folded
+  uint64_t memory_cap_hits = 0;      // folds brought forward by the cap
+  uint64_t memory_cap_forgets = 0;   // windows forgotten whole at the cap (steps lost)
+  uint64_t steps_out_of_detail = 0;  // folded steps no longer kept in detail (counted in the totals)
+  uint64_t peak_memory_bytes = 0;    // the largest estimate seen at a check
+};
 
 struct Analysis {
   ThreadTable threads;
   CollectorStats collectors;
-  TimelineStore timeline;
+  TimelineStore timeline;  // one window of it once fold() has run
+  StepLedger ledger;       // the steps folded out of the timeline
+  SocketIds sockets;       // kernel socket ids -> connection keys
   const signals::SignalsData* device_signals = nullptr;  // set by the session for finish()
 
-  void on_event(const Event& e) {
+  void on_event(const Event& raw) {
+    const Event& e = sockets.rekey(raw);
     threads.on_event(e);
     collectors.on_event(e);
     timeline.on_event(e, &threads);  // the state machine: totals come from its segments
   }
-  // Close the window and run steps -> attribution -> verdict.
-  JobAnalysis finish(uint64_t end_ns, const DropStats& drops) {
-    timeline.finish(end_ns, &threads);
-    AnalysisOptions opt;
-    opt.device_signals = device_signals;
-    return analyze_job(timeline, threads, drops, opt);
-  }
+  // Close the window and run steps -> attribution -> verdict, over the steps
+  // folded earlier and this window's.
+  JobAnalysis finish(uint64_t end_ns, const DropStats& drops);
+  // A long session: analyse the window on a copy, fold the steps that are
+  // over at now_ns into the ledger, and forget the timeline before them.
+  // False when nothing could be folded yet (no step is over).
+  bool fold(uint64_t now_ns);
+  // What the analysis holds, estimated from its containers.
+  size_t memory_bytes() const;
 };
 
 // What a finished session knows: the analysis plus how the tracing went.
@@ -49,6 +81,7 @@ struct SessionReport {
   uint64_t window_start_ns = 0, window_end_ns = 0;
   uint64_t records = 0;
   uint64_t late_records = 0;
+  WindowStats windows;  // how the session stayed bounded
   double tracer_cpu_s = 0;
   double wall_s = 0;
   uint32_t ring_mib = 0, drain_ms = 0;

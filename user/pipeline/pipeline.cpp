@@ -21,17 +21,61 @@ void Pipeline::push(const void* data, size_t len) {
 }
 
 void Pipeline::advance() {
-  reorder_.release([this](const Event& e) { analysis_.on_event(e); });
+  reorder_.release([this](const Event& e) {
+    released_ts_ = header_of(e).ts_ns;
+    analysis_.on_event(e);
+  });
+  maybe_fold();
+}
+
+void Pipeline::maybe_fold() {
+  if (!released_ts_ || (!policy_.fold_every_ns && !policy_.max_memory_bytes)) return;
+  const uint64_t now = released_ts_;
+  if (!last_fold_ts_) last_fold_ts_ = last_check_ts_ = now;
+  const bool due = policy_.fold_every_ns && now >= last_fold_ts_ + policy_.fold_every_ns;
+  bool over = false;
+  if (policy_.max_memory_bytes && now >= last_check_ts_ + 1'000'000'000ull) {
+    last_check_ts_ = now;
+    const size_t bytes = analysis_.memory_bytes();
+    peak_bytes_ = std::max<uint64_t>(peak_bytes_, bytes);
+    over = bytes > policy_.max_memory_bytes;
+  }
+  if (!due && !over) return;
+  last_fold_ts_ = now;
+  folds_ += analysis_.fold(now);
+  if (!over) return;
+  ++cap_hits_;
+  if (analysis_.memory_bytes() > policy_.max_memory_bytes) {
+    // The window alone is over the cap (a storm of threads, or no step ends):
+    // its detail goes; the steps open in it are lost, and the report says so.
+    ++cap_forgets_;
+    analysis_.timeline.forget_before(now);
+  }
+}
+
+WindowStats Pipeline::window_stats() const {
+  WindowStats w;
+  w.fold_every_ns = policy_.fold_every_ns;
+  w.max_memory_bytes = policy_.max_memory_bytes;
+  w.folds = folds_;
+  w.memory_cap_hits = cap_hits_;
+  w.memory_cap_forgets = cap_forgets_;
+  w.steps_out_of_detail = analysis_.ledger.steps_out_of_detail();
+  w.peak_memory_bytes = peak_bytes_;
+  return w;
 }
 
 void Pipeline::flush() {
-  reorder_.flush([this](const Event& e) { analysis_.on_event(e); });
+  reorder_.flush([this](const Event& e) {
+    released_ts_ = header_of(e).ts_ns;
+    analysis_.on_event(e);
+  });
 }
 
 void Pipeline::name_threads(const SysRoot& root) {
-  for (const auto& [tid, t] : analysis_.threads.threads())
-    if (t.comm.empty())
-      if (auto c = root.thread_comm(t.pid, tid)) analysis_.threads.set_comm(t.pid, tid, *c);
+  for (const auto& [key, t] : analysis_.threads.threads())
+    if (t.comm.empty() && key == t.tid)  // live threads only: a retired one's tid is another task's now
+      if (auto c = root.thread_comm(t.pid, t.tid)) analysis_.threads.set_comm(t.pid, t.tid, *c);
 }
 
 JobAnalysis Pipeline::close_window(uint64_t end_ns, const DropStats& drops) {

@@ -25,6 +25,13 @@ namespace steptrace {
 
 class Pipeline {
  public:
+  // Before the first record: how the analysis stays bounded.
+  void set_windows(const WindowPolicy& p) {
+    policy_ = p;
+    analysis_.ledger = StepLedger(p.keep_steps);
+  }
+  WindowStats window_stats() const;
+
   // Sees every record before decode (a raw view: exec events start a
   // library scan, fork events feed the daemon's parent map).
   using RecordObserver = std::function<void(const st_event_header& h, const void* data, size_t len)>;
@@ -65,6 +72,11 @@ class Pipeline {
   uint64_t newest_ts() const { return newest_ts_; }  // newest decoded record's timestamp
 
  private:
+  void maybe_fold();
+
+  WindowPolicy policy_;
+  uint64_t released_ts_ = 0, last_fold_ts_ = 0, last_check_ts_ = 0;
+  uint64_t folds_ = 0, cap_hits_ = 0, cap_forgets_ = 0, peak_bytes_ = 0;
   Decoder decoder_;
   Reorderer reorder_;
   Analysis analysis_;

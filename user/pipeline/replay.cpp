@@ -26,9 +26,11 @@ T meta_uint(const nlohmann::json& m, const char* key, T fallback, std::vector<st
 
 using RecordFn = std::function<void(const void*, size_t)>;
 
-Result<SessionReport> replay(const std::function<Result<CaptureContents>(const RecordFn&)>& read) {
+Result<SessionReport> replay(const std::function<Result<CaptureContents>(const RecordFn&)>& read,
+                             const WindowPolicy& windows) {
   SessionReport r;
   Pipeline pipe;
+  pipe.set_windows(windows);
   // Records go through decode -> reorder -> analysis as each chunk is read.
   auto c = read([&](const void* d, size_t n) {
     pipe.push(d, n);
@@ -43,6 +45,7 @@ Result<SessionReport> replay(const std::function<Result<CaptureContents>(const R
   r.window_end_ns = std::max(c->window_end_ns.value_or(pipe.newest_ts()), pipe.newest_ts());
   r.decode = pipe.decode_stats();
   r.late_records = pipe.late();
+  r.windows = pipe.window_stats();
   r.drops = c->drops;
   r.job = pipe.close(r.window_end_ns, r.drops);
   r.analysis = pipe.take_analysis();
@@ -73,12 +76,12 @@ Result<SessionReport> replay(const std::function<Result<CaptureContents>(const R
 
 }  // namespace
 
-Result<SessionReport> replay_capture(const std::string& path) {
-  return replay([&](const RecordFn& fn) { return read_capture(path, fn); });
+Result<SessionReport> replay_capture(const std::string& path, const WindowPolicy& windows) {
+  return replay([&](const RecordFn& fn) { return read_capture(path, fn); }, windows);
 }
 
 Result<SessionReport> replay_capture_bytes(const uint8_t* data, size_t size) {
-  return replay([&](const RecordFn& fn) { return read_capture_bytes(data, size, fn); });
+  return replay([&](const RecordFn& fn) { return read_capture_bytes(data, size, fn); }, WindowPolicy{});
 }
 
 }  // namespace steptrace

@@ -11,7 +11,7 @@
 
 namespace steptrace {
 
-Result<SessionReport> replay_capture(const std::string& path);
+Result<SessionReport> replay_capture(const std::string& path, const WindowPolicy& windows = {});
 // Same, over capture bytes in memory (the report fuzzer).
 Result<SessionReport> replay_capture_bytes(const uint8_t* data, size_t size);
 

@@ -201,6 +201,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   s->report_.tiers = s->tracer_->tiers();
   s->report_.ring_mib = o.ring_mib;
   s->report_.drain_ms = o.drain_ms;
+  s->pipe_.set_windows(WindowPolicy::from(o.window_s, o.max_memory_bytes, o.keep_steps));
 
   auto reader = RingReader::create(s->tracer_->ring_map_fd(), ts.ring_bytes,
                                    [sp = s.get()](const void* d, size_t n) { sp->on_record(d, n); });
@@ -334,8 +335,8 @@ Status Session::poll() {
   if (signals_) {
     std::vector<uint32_t> pids;
     const Analysis& a = pipe_.analysis();
-    for (const auto& [tid, t] : a.threads.threads())
-      if (t.pid == tid) pids.push_back(t.pid);
+    for (const auto& [key, t] : a.threads.threads())
+      if (t.pid == key) pids.push_back(t.pid);  // live main threads
     // Processes that drove an accelerator are the ones with a datastore: served first.
     std::set<uint32_t> accel;
     for (const auto& [tid_cmd, agg] : a.collectors.accel_by_tid_cmd)
@@ -385,6 +386,7 @@ Result<SessionReport> Session::finish() {
   report_.records = pipe_.records();
   report_.decode = pipe_.decode_stats();
   report_.late_records = pipe_.late();
+  report_.windows = pipe_.window_stats();
   auto drops = tracer_->read_stats();
   if (!drops) return drops.error();
   report_.drops = *drops;

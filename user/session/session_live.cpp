@@ -19,6 +19,7 @@ Result<SessionReport> Session::snapshot() const {
   r.records = pipe_.records();
   r.decode = pipe_.decode_stats();
   r.late_records = pipe_.late();
+  r.windows = pipe_.window_stats();
   auto drops = tracer_->read_stats();
   if (!drops) return drops.error();
   r.drops = *drops;

@@ -11,7 +11,8 @@ namespace steptrace::steps {
 
 void add_loaders(const TimelineStore& tl, RankSteps& r) {
   const uint32_t pid = r.pid;
-  for (const auto& [tid, t] : tl.threads()) {
+  for (const auto& [key, t] : tl.threads()) {
+    const uint32_t tid = t.tid;
     bool child = tl.parent_of(t.pid) == pid;
     if ((t.pid == pid && tid != r.main->tid && !r.comm_threads.count(tid)) || child) {
       r.loaders.insert(tid);
@@ -96,8 +97,9 @@ std::vector<RankSteps> host_only_ranks(const TimelineStore& tl, const ThreadTabl
     r.pid = pid;
     r.main_tid = pid;
     if (const auto* ti = threads.find(pid)) r.comm = ti->comm;
-    for (const auto& [tid, t] : tl.threads()) {
-      if (t.pid != pid || tid == pid) continue;
+    for (const auto& [key, t] : tl.threads()) {
+      const uint32_t tid = t.tid;
+      if (t.pid != pid || key == pid) continue;  // the main thread (its live entry)
       int calls = 0;
       for (const auto& s : t.spans) calls += is_net(s);
       if (calls >= 2) r.comm_threads.insert(tid);

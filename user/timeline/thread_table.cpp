@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <vector>
 
 namespace steptrace {
 
@@ -23,7 +25,7 @@ const char* state_name(ThreadState s) {
 static std::string comm_str(const char* c) { return host_string(std::string_view(c, strnlen(c, ST_COMM_LEN))); }
 
 ThreadInfo& ThreadTable::get(uint32_t pid, uint32_t tid) {
-  auto& t = threads_[tid];
+  auto& t = threads_[uint64_t{tid}];
   if (t.tid == 0) {
     t.tid = tid;
     t.pid = pid;
@@ -32,7 +34,7 @@ ThreadInfo& ThreadTable::get(uint32_t pid, uint32_t tid) {
 }
 
 const ThreadInfo* ThreadTable::find(uint32_t tid) const {
-  auto it = threads_.find(tid);
+  auto it = threads_.find(uint64_t{tid});
   return it == threads_.end() ? nullptr : &it->second;
 }
 
@@ -61,6 +63,30 @@ void ThreadTable::add_waker(const st_sched_wakeup& e, uint64_t blocked_ns) {
   w.blocked_ns += blocked_ns;
 }
 
+void ThreadTable::fold_exited(size_t keep) {
+  std::vector<std::pair<uint64_t, uint64_t>> exited;  // (time, key)
+  for (const auto& [key, t] : threads_) {
+    if (!t.exited) continue;
+    uint64_t total = 0;
+    for (uint64_t v : t.state_ns) total += v;
+    exited.emplace_back(total, key);
+  }
+  if (exited.size() <= keep) return;
+  std::sort(exited.begin(), exited.end(), std::greater<>());
+  for (size_t i = keep; i < exited.size(); ++i) {
+    auto it = threads_.find(exited[i].second);
+    const ThreadInfo& t = it->second;
+    for (size_t s = 0; s < static_cast<size_t>(ThreadState::count_); ++s) folded_.state_ns[s] += t.state_ns[s];
+    folded_.switches_in += t.switches_in;
+    folded_.preempted += t.preempted;
+    folded_.yield_switches += t.yield_switches;
+    folded_.yields += t.yields;
+    folded_.wakeups += t.wakeups;
+    ++folded_threads_;
+    threads_.erase(it);
+  }
+}
+
 void ThreadTable::on_event(const Event& ev) {
   std::visit(
       [this](const auto& e) {
@@ -78,6 +104,12 @@ void ThreadTable::on_event(const Event& ev) {
         } else if constexpr (std::is_same_v<T, st_sched_wakeup>) {
           ++get(e.hdr.pid, e.hdr.tid).wakeups;
         } else if constexpr (std::is_same_v<T, st_task_new>) {
+          // A new task on the tid of an exited one starts its own entry.
+          if (auto it = threads_.find(uint64_t{e.child_tid}); it != threads_.end() && it->second.exited) {
+            auto node = threads_.extract(it);
+            node.key() = (++retired_ << 32) | e.child_tid;
+            threads_.insert(std::move(node));
+          }
           auto& c = get(e.child_pid, e.child_tid);
           c.comm = comm_str(e.comm);
         } else if constexpr (std::is_same_v<T, st_task_comm>) {

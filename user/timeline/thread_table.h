@@ -59,8 +59,10 @@ class ThreadTable {
  public:
   void on_event(const Event& e);
 
-  const std::unordered_map<uint32_t, ThreadInfo>& threads() const { return threads_; }
-  const ThreadInfo* find(uint32_t tid) const;
+  // Keyed like TimelineStore's: the live thread of a tid under the tid, an
+  // exited thread whose tid was reused under a retired key.
+  const std::unordered_map<uint64_t, ThreadInfo>& threads() const { return threads_; }
+  const ThreadInfo* find(uint32_t tid) const;  // the live thread of that tid
   // Seed a name for a thread seen before any comm event (read from /proc).
   void set_comm(uint32_t pid, uint32_t tid, const std::string& comm);
 
@@ -73,10 +75,20 @@ class ThreadTable {
   // not known yet).
   void add_waker(const st_sched_wakeup& e, uint64_t blocked_ns);
 
+  // A long session on a host that forks all day: keep at most `keep` exited
+  // threads, those with the most time; the rest are summed into folded()
+  // (the report says how many) so the table stays bounded.
+  void fold_exited(size_t keep);
+  const ThreadInfo& folded() const { return folded_; }
+  uint64_t folded_threads() const { return folded_threads_; }
+
  private:
   ThreadInfo& get(uint32_t pid, uint32_t tid);
 
-  std::unordered_map<uint32_t, ThreadInfo> threads_;
+  std::unordered_map<uint64_t, ThreadInfo> threads_;
+  uint64_t retired_ = 0;  // threads whose tid was reused
+  ThreadInfo folded_;
+  uint64_t folded_threads_ = 0;
 };
 
 }  // namespace steptrace

@@ -2,11 +2,12 @@
 #include "timeline/timeline_store.h"
 
 #include <algorithm>
+#include <set>
 
 namespace steptrace {
 
 ThreadTimeline& TimelineStore::get(uint32_t pid, uint32_t tid) {
-  auto& t = threads_[tid];
+  auto& t = threads_[uint64_t{tid}];
   if (t.tid == 0) {
     t.tid = tid;
     t.pid = pid;
@@ -15,7 +16,7 @@ ThreadTimeline& TimelineStore::get(uint32_t pid, uint32_t tid) {
 }
 
 const ThreadTimeline* TimelineStore::find(uint32_t tid) const {
-  auto it = threads_.find(tid);
+  auto it = threads_.find(uint64_t{tid});
   return it == threads_.end() ? nullptr : &it->second;
 }
 
@@ -104,6 +105,14 @@ void TimelineStore::on_event(const Event& ev, ThreadTable* totals) {
           on_wakeup(e, totals);
         } else if constexpr (std::is_same_v<T, st_task_new>) {
           if (!(e.flags & ST_TASK_IS_THREAD)) parent_[e.child_pid] = e.hdr.pid;
+          // A new task on the tid of a dead one: the dead thread's timeline
+          // is kept under a retired key and the new task starts its own.
+          if (auto it = threads_.find(uint64_t{e.child_tid});
+              it != threads_.end() && it->second.cur == ThreadState::dead) {
+            auto node = threads_.extract(it);
+            node.key() = (++retired_ << 32) | e.child_tid;
+            threads_.insert(std::move(node));
+          }
           get(e.child_pid, e.child_tid);
         } else if constexpr (std::is_same_v<T, st_task_exit>) {
           move_to(get(e.hdr.pid, e.hdr.tid), ThreadState::dead, ts, totals);
@@ -135,6 +144,7 @@ void TimelineStore::on_event(const Event& ev, ThreadTable* totals) {
           s.bytes = static_cast<uint64_t>(e.bytes);
           s.sock_id = e.sock_id;
           get(e.hdr.pid, e.hdr.tid).spans.push_back(s);
+          // sock_id is the connection key (Analysis gives a reused socket a new one).
           auto& tup = socks_[e.sock_id];
           if (tup.sport == 0 || tup.dport == 0) tup = e.tuple;
         } else if constexpr (std::is_same_v<T, st_block_rq>) {
@@ -174,8 +184,60 @@ void TimelineStore::on_event(const Event& ev, ThreadTable* totals) {
       ev);
 }
 
+namespace {
+
+// Erase the prefix of v (in time order by `end_of`) that ended before ts.
+template <typename V, typename F>
+void erase_ended(V& v, uint64_t ts, F end_of) {
+  auto it = std::find_if(v.begin(), v.end(), [&](const auto& x) { return end_of(x) >= ts; });
+  v.erase(v.begin(), it);
+}
+
+}  // namespace
+
+void TimelineStore::forget_before(uint64_t ts) {
+  std::set<uint64_t> socks_used;
+  std::set<uint32_t> pids;
+  for (auto it = threads_.begin(); it != threads_.end();) {
+    ThreadTimeline& t = it->second;
+    erase_ended(t.segs, ts, [](const StateSeg& g) { return g.end; });
+    // Spans arrive in end-time order (finish() re-sorts only a copy).
+    erase_ended(t.spans, ts, [](const Span& s) { return s.end; });
+    erase_ended(t.block, ts, [](const BlockIo& b) { return b.end; });
+    erase_ended(t.markers, ts, [](uint64_t m) { return m; });
+    const bool idle = t.segs.empty() && t.spans.empty() && t.block.empty() && t.markers.empty() && t.open_calls.empty();
+    if (idle && t.cur == ThreadState::dead) {
+      it = threads_.erase(it);
+      continue;
+    }
+    for (const auto& s : t.spans)
+      if (s.sock_id) socks_used.insert(s.sock_id);
+    pids.insert(t.pid);
+    ++it;
+  }
+  for (auto it = socks_.begin(); it != socks_.end();) it = socks_used.count(it->first) ? std::next(it) : socks_.erase(it);
+  for (auto it = parent_.begin(); it != parent_.end();) {
+    // Kept while the child still has threads.
+    it = pids.count(it->first) ? std::next(it) : parent_.erase(it);
+  }
+}
+
+size_t TimelineStore::entries() const {
+  size_t n = 0;
+  for (const auto& [key, t] : threads_) n += t.segs.size() + t.spans.size() + t.block.size() + t.markers.size();
+  return n;
+}
+
+size_t TimelineStore::memory_bytes() const {
+  size_t n = threads_.size() * (sizeof(ThreadTimeline) + 32) + socks_.size() * 64 + parent_.size() * 48;
+  for (const auto& [key, t] : threads_)
+    n += t.segs.capacity() * sizeof(StateSeg) + t.spans.capacity() * sizeof(Span) +
+         t.block.capacity() * sizeof(BlockIo) + t.markers.capacity() * sizeof(uint64_t);
+  return n;
+}
+
 void TimelineStore::finish(uint64_t end_ns, ThreadTable* totals) {
-  for (auto& [tid, t] : threads_) {
+  for (auto& [key, t] : threads_) {
     if (t.cur != ThreadState::unknown && t.cur != ThreadState::dead) {
       ThreadState s = t.cur;
       move_to(t, s, end_ns, totals);

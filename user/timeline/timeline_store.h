@@ -64,12 +64,26 @@ class TimelineStore {
   void on_event(const Event& e, ThreadTable* totals = nullptr);
   void finish(uint64_t end_ns, ThreadTable* totals = nullptr);
 
-  const std::unordered_map<uint32_t, ThreadTimeline>& threads() const { return threads_; }
-  const ThreadTimeline* find(uint32_t tid) const;
+  // Keyed by thread_key(): the live thread of a tid under the tid itself,
+  // an earlier thread whose tid was reused under a retired key. Read the
+  // tid from the entry, never from the key.
+  const std::unordered_map<uint64_t, ThreadTimeline>& threads() const { return threads_; }
+  const ThreadTimeline* find(uint32_t tid) const;  // the live thread of that tid
   // Parent process of a process, from fork events (0 when unknown).
   uint32_t parent_of(uint32_t pid) const;
   const std::map<uint32_t, uint32_t>& parents() const { return parent_; }
   const std::map<uint64_t, st_sock_tuple>& sockets() const { return socks_; }
+
+  // Forget what ended before ts: segments, spans, block requests and markers
+  // of every thread (the open state and open calls stay), dead threads with
+  // nothing left, sockets no span refers to,
+  // and parents of processes with no thread left. A windowed analysis calls
+  // it once the steps before ts are folded, so the store holds a window.
+  void forget_before(uint64_t ts);
+  // Entries held (segments + spans + block requests + markers), for the
+  // memory estimate.
+  size_t entries() const;
+  size_t memory_bytes() const;
 
  private:
   ThreadTimeline& get(uint32_t pid, uint32_t tid);
@@ -78,7 +92,8 @@ class TimelineStore {
   void on_switch(const st_sched_switch& e, ThreadTable* totals);
   void on_wakeup(const st_sched_wakeup& e, ThreadTable* totals);
 
-  std::unordered_map<uint32_t, ThreadTimeline> threads_;
+  std::unordered_map<uint64_t, ThreadTimeline> threads_;
+  uint64_t retired_ = 0;  // threads whose tid was reused
   std::map<uint32_t, uint32_t> parent_;   // child pid -> parent pid
   std::map<uint64_t, st_sock_tuple> socks_;
 };
