@@ -56,6 +56,8 @@ nlohmann::json job_json(const JobAnalysis& job) {
                      {"step_source", step_source_name(r.source)},
                      {"loader_pids", r.loader_pids},
                      {"straggler_steps", r.straggler_steps},
+                     {"steps_total", r.steps_total},
+                     {"counted_steps", r.counted_steps},
                      {"totals", cats(r.total)},
                      {"counted_ns", r.counted_ns},
                      {"steps", steps}});
@@ -92,6 +94,15 @@ nlohmann::json summary_json(const SessionReport& r) {
   json j;
   j["schema"] = "steptrace.summary/1";
   j["window"] = {{"start_ns", r.window_start_ns}, {"end_ns", r.window_end_ns}, {"wall_s", r.wall_s}};
+  const WindowStats& w = r.windows;
+  j["memory"] = {{"fold_every_s", static_cast<double>(w.fold_every_ns) / 1e9},
+                 {"max_memory_bytes", w.max_memory_bytes},
+                 {"folds", w.folds},
+                 {"memory_cap_hits", w.memory_cap_hits},
+                 {"memory_cap_forgets", w.memory_cap_forgets},
+                 {"steps_out_of_detail", w.steps_out_of_detail},
+                 {"peak_memory_bytes", w.peak_memory_bytes},
+                 {"exited_threads_summed", r.analysis.threads.folded_threads()}};
   j["records"] = r.records;
   j["incomplete"] = r.incomplete();
   if (!r.capture_end.empty()) j["capture_end"] = r.capture_end;

@@ -68,6 +68,9 @@ void steps_table(std::string& o, const JobAnalysis& job, const RankResult& rk, c
   for (size_t c = 0; c < kCategories; ++c) o += fmt::format(" {:>7}", category_label(c));
   o += "  GATING\n";
   const size_t n = rk.steps.size();
+  if (rk.steps_total > n)
+    o += fmt::format("{:>5}  (the last {} of {} steps, kept in detail; the totals cover all)\n", "", n,
+                     rk.steps_total);
   const bool elide = !all_steps && n > 24;
   for (size_t i = 0; i < n; ++i) {
     if (elide && i >= 10 && i + 10 < n) {
@@ -258,6 +261,25 @@ void detail_tables(std::string& o, const SessionReport& r, const TextStyle& styl
 
 }
 
+// How a long session stayed bounded: windows folded, steps out of detail, the cap.
+void memory_line(std::string& o, const SessionReport& r) {
+  const WindowStats& w = r.windows;
+  if (!w.folds && !w.memory_cap_hits) return;
+  std::string line = fmt::format("analysed in windows of {:.0f} s ({} folded)", static_cast<double>(w.fold_every_ns) / 1e9,
+                                 w.folds);
+  if (w.steps_out_of_detail)
+    line += fmt::format("; {} older steps counted in the totals but not kept in detail", w.steps_out_of_detail);
+  if (const uint64_t t = r.analysis.threads.folded_threads())
+    line += fmt::format("; {} exited threads summed, not listed", t);
+  if (w.max_memory_bytes)
+    line += fmt::format("; peak {:.1f} MiB of the {:.0f} MiB cap", static_cast<double>(w.peak_memory_bytes) / 1048576.0,
+                        static_cast<double>(w.max_memory_bytes) / 1048576.0);
+  if (w.memory_cap_hits) line += fmt::format("; the cap brought {} folds forward", w.memory_cap_hits);
+  if (w.memory_cap_forgets)
+    line += fmt::format("; {} windows forgotten whole at the cap (their open steps are lost)", w.memory_cap_forgets);
+  o += wrap("  memory: ", line, "    ");
+}
+
 // 6. Footer: events, drops per class, the tracer's own cost.
 void footer_section(std::string& o, const SessionReport& r, const Painter& paint) {
   o += "\n" + paint("Events and overhead", "1") + "\n";
@@ -291,6 +313,7 @@ void footer_section(std::string& o, const SessionReport& r, const Painter& paint
                        r.tracer_cpu_s, r.wall_s > 0 ? 100.0 * r.tracer_cpu_s / r.wall_s : 0.0, r.ring_mib,
                        r.drain_ms)) +
        "\n";
+  memory_line(o, r);
   if (!r.end_reason.empty() || !r.job_outcome.empty())
     o += fit(fmt::format("  tracing ended: {}{}", r.end_reason.empty() ? "ended" : r.end_reason,
                          r.job_outcome.empty() ? "" : "; the job " + r.job_outcome)) +

@@ -94,8 +94,18 @@ struct SessionReport {
   // record: the capture could not be written in full (steptrace exits non-zero).
   std::string capture_error;
   // Events dropped, traced work left unattributed by a loss, or a capture cut short.
-  bool incomplete() const { return drops.incomplete() || !capture_end.empty(); }
+  bool incomplete() const { return drops.incomplete() || !capture_end.empty() || windows.memory_cap_forgets > 0; }
 };
+
+// Windows forgotten whole at the memory cap: their open steps are lost.
+inline void mark_window_losses(SessionReport& r) {
+  if (!r.windows.memory_cap_forgets) return;
+  r.job.verdict.incomplete = true;
+  r.job.verdict.evidence.push_back("INCOMPLETE: the memory cap (--max-memory " +
+                                   std::to_string(r.windows.max_memory_bytes >> 20) + " MiB) forgot " +
+                                   std::to_string(r.windows.memory_cap_forgets) +
+                                   " window(s) whole; the steps open in them are lost");
+}
 
 // A capture that did not end complete: the verdict covers only what it holds.
 inline void mark_capture_end(SessionReport& r) {

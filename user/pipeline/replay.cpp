@@ -71,6 +71,7 @@ Result<SessionReport> replay(const std::function<Result<CaptureContents>(const R
     r.capture_end = fmt::format("the trailer counts {} records, the file holds {}", *c->trailer_records, c->records);
   }
   mark_capture_end(r);
+  mark_window_losses(r);
   return r;
 }
 

@@ -414,6 +414,7 @@ Result<SessionReport> Session::finish() {
     }
     mark_capture_end(report_);
   }
+  mark_window_losses(report_);
   report_.tracer_cpu_s = self_cpu_times().total() - start_cpu_s_;
   report_.wall_s = static_cast<double>(end - start_mono_ns_) / 1e9;
   for (auto& w : dev_files_.never_appeared()) report_.warnings.push_back(std::move(w));

@@ -24,6 +24,7 @@ Result<SessionReport> Session::snapshot() const {
   if (!drops) return drops.error();
   r.drops = *drops;
   r.job = r.analysis.finish(now, r.drops);
+  mark_window_losses(r);
   r.tracer_cpu_s = self_cpu_times().total() - start_cpu_s_;
   r.wall_s = static_cast<double>(now - start_mono_ns_) / 1e9;
   return r;

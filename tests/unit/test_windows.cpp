@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: Apache-2.0
+// Long sessions: the windowed analysis (Analysis::fold, pipeline/step_ledger.h)
+// against the whole-session one on the same long capture, the bounds it
+// keeps, and the entries a reused tid or socket address must start.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "decode/decoder.h"
+#include "pipeline/analysis.h"
+#include "pipeline/replay.h"
+#include "support/shell.h"
+
+using namespace steptrace;
+using steptrace::test::sh;
+
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+
+// A capture of the straggler fixture's job running `copies` times as long (tools/bench/capgen).
+std::string long_capture(int copies) {
+  const std::string out = "/tmp/steptrace-windows-" + std::to_string(copies) + "-" + std::to_string(getpid()) + ".cap";
+  auto r = sh(std::string(CAPGEN_BIN) + " " + FIXTURE_DIR + "/straggler.cap " + out + " " + std::to_string(copies));
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  return out;
+}
+
+WindowPolicy every(double s, size_t keep = 4096, size_t cap = 0) { return WindowPolicy::from(s, cap, static_cast<uint32_t>(keep)); }
+
+template <typename T>
+Event decoded(const T& rec) {
+  Decoder d;
+  auto e = d.decode(&rec, sizeof(rec));
+  REQUIRE(e.has_value());
+  return *e;
+}
+
+template <typename T>
+T header(uint32_t kind, uint32_t pid, uint32_t tid, uint64_t ts) {
+  T r{};
+  r.hdr.size = sizeof(T);
+  r.hdr.kind = kind;
+  r.hdr.pid = pid;
+  r.hdr.tid = tid;
+  r.hdr.ts_ns = ts;
+  return r;
+}
+
+void run_slice(Analysis& a, uint32_t pid, uint32_t tid, uint64_t from, uint64_t to) {
+  auto in = header<st_sched_switch>(ST_EV_SCHED_SWITCH, 1, 1, from);
+  in.next_pid = pid;
+  in.next_tid = tid;
+  in.flags = ST_SWITCH_NEXT_TARGET;
+  in.prev_queue_ns = ST_QUEUE_UNKNOWN;
+  a.on_event(decoded(in));
+  auto out = header<st_sched_switch>(ST_EV_SCHED_SWITCH, pid, tid, to);
+  out.prev_state = 1;
+  out.flags = ST_SWITCH_PREV_TARGET;
+  out.prev_sys_nr = -1;
+  out.prev_queue_ns = ST_QUEUE_UNKNOWN;
+  a.on_event(decoded(out));
+}
+
+st_net_xfer send_on(uint64_t sock, uint16_t sport, uint64_t ts, int32_t bytes) {
+  auto n = header<st_net_xfer>(ST_EV_NET_XFER, 700, 700, ts);
+  n.sock_id = sock;
+  n.tuple.family = 2;
+  n.tuple.sport = sport;
+  n.tuple.dport = 29500;
+  n.bytes = bytes;
+  n.dir = ST_NET_SEND;
+  n.dur_ns = 1000;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("windows: a long capture folded every second gives the whole session's steps and totals", "[windows]") {
+  const std::string cap = long_capture(40);  // ~32 s of a 2-rank job, ~960 steps
+  auto whole = replay_capture(cap);
+  auto folded = replay_capture(cap, every(1.0));
+  std::remove(cap.c_str());
+  REQUIRE(whole.ok());
+  REQUIRE(folded.ok());
+  CHECK(whole->windows.folds == 0);
+  CHECK(folded->windows.folds >= 20);
+  const JobAnalysis& a = whole->job;
+  const JobAnalysis& b = folded->job;
+  REQUIRE(a.ranks.size() == 2);
+  REQUIRE(b.ranks.size() == a.ranks.size());
+  CHECK(b.verdict.category == a.verdict.category);
+  CHECK(b.verdict.straggler_rank == a.verdict.straggler_rank);
+  for (size_t i = 0; i < a.ranks.size(); ++i) {
+    const RankResult& x = a.ranks[i];
+    const RankResult& y = b.ranks[i];
+    INFO("rank " << i);
+    CHECK(y.pid == x.pid);
+    CHECK(x.steps_total == x.steps.size());
+    CHECK(x.steps_total >= 400);
+    CHECK(y.steps_total == x.steps_total);
+    CHECK(y.counted_steps == x.counted_steps);
+    CHECK(std::llabs(static_cast<long long>(y.straggler_steps) - static_cast<long long>(x.straggler_steps)) <= 1);
+    // Every step where the whole-session analysis put it (boundaries within 0.1 ms).
+    REQUIRE(y.steps.size() == x.steps.size());
+    size_t moved = 0;
+    for (size_t k = 0; k < x.steps.size(); ++k) {
+      CHECK(y.steps[k].index == x.steps[k].index);
+      const auto d0 = std::llabs(static_cast<long long>(y.steps[k].start_ns - x.steps[k].start_ns));
+      const auto d1 = std::llabs(static_cast<long long>(y.steps[k].end_ns - x.steps[k].end_ns));
+      moved += d0 > 100'000 || d1 > 100'000;
+    }
+    CHECK(moved == 0);
+    // Each category's total within 0.5 % of the counted time.
+    const double counted = static_cast<double>(x.counted_ns);
+    CHECK(std::fabs(static_cast<double>(y.counted_ns) - counted) <= 0.001 * counted);
+    for (size_t c = 0; c < kCategories; ++c) {
+      INFO("category " << kCategoryNames[c]);
+      CHECK(std::fabs(static_cast<double>(y.total[c]) - static_cast<double>(x.total[c])) <= 0.005 * counted);
+    }
+  }
+  // What stays in memory: one window of timeline, not the session.
+  CHECK(folded->analysis.timeline.entries() * 5 < whole->analysis.timeline.entries());
+}
+
+TEST_CASE("windows: what a folded session holds does not grow with its length", "[windows]") {
+  const std::string c10 = long_capture(10), c40 = long_capture(40);
+  auto r10 = replay_capture(c10, every(1.0, 64));
+  auto r40 = replay_capture(c40, every(1.0, 64));
+  std::remove(c10.c_str());
+  std::remove(c40.c_str());
+  REQUIRE(r10.ok());
+  REQUIRE(r40.ok());
+  const size_t e10 = r10->analysis.timeline.entries(), e40 = r40->analysis.timeline.entries();
+  INFO("timeline entries at the end: " << e10 << " (10 copies), " << e40 << " (40 copies)");
+  CHECK(e40 <= e10 * 3 / 2);
+  for (const auto& rk : r40->job.ranks) {
+    // The detail is bounded (the last 64 folded steps and the last window's);
+    // the counts are not cut.
+    CHECK(rk.steps.size() < 64 + 40);
+    CHECK(rk.steps_total >= 4 * 118);
+  }
+  CHECK(r40->windows.steps_out_of_detail > r10->windows.steps_out_of_detail);
+  CHECK(r40->analysis.ledger.memory_bytes() <= r10->analysis.ledger.memory_bytes() * 3 / 2);
+}
+
+TEST_CASE("windows: --keep-steps bounds the detail, not the totals", "[windows]") {
+  const std::string cap = long_capture(20);
+  auto all = replay_capture(cap, every(1.0));
+  auto few = replay_capture(cap, every(1.0, 16));
+  std::remove(cap.c_str());
+  REQUIRE(all.ok());
+  REQUIRE(few.ok());
+  REQUIRE(few->job.ranks.size() == all->job.ranks.size());
+  for (size_t i = 0; i < all->job.ranks.size(); ++i) {
+    const auto& x = all->job.ranks[i];
+    const auto& y = few->job.ranks[i];
+    CHECK(y.steps.size() < x.steps.size());
+    CHECK(y.steps_total == x.steps_total);
+    CHECK(y.counted_ns == x.counted_ns);
+    CHECK(y.total == x.total);
+    // The steps kept are the most recent.
+    REQUIRE(!y.steps.empty());
+    CHECK(y.steps.back().index == x.steps.back().index);
+  }
+  CHECK(few->windows.steps_out_of_detail > 0);
+  CHECK(few->job.mean_share == all->job.mean_share);
+}
+
+TEST_CASE("windows: the memory cap folds early; a window over it alone is forgotten, and the report says so",
+          "[windows]") {
+  const std::string cap = long_capture(10);
+  // No periodic folds: only the cap makes them. 256 KiB holds a few folded windows' worth at most.
+  auto r = replay_capture(cap, every(0, 4096, 256 * 1024));
+  std::remove(cap.c_str());
+  REQUIRE(r.ok());
+  CHECK(r->windows.memory_cap_hits > 0);
+  CHECK(r->windows.folds > 0);
+  CHECK(r->windows.peak_memory_bytes > 256 * 1024);
+  if (r->windows.memory_cap_forgets > 0) {
+    CHECK(r->incomplete());
+    CHECK(r->job.verdict.incomplete);
+  }
+  // A cap no window can fit under: every check forgets, and that is never silent.
+  const std::string cap2 = long_capture(4);
+  auto tiny = replay_capture(cap2, every(0, 4096, 1024));
+  std::remove(cap2.c_str());
+  REQUIRE(tiny.ok());
+  CHECK(tiny->windows.memory_cap_forgets > 0);
+  CHECK(tiny->incomplete());
+  bool said = false;
+  for (const auto& e : tiny->job.verdict.evidence) said = said || e.find("memory cap") != std::string::npos;
+  CHECK(said);
+}
+
+TEST_CASE("timeline: a reused tid starts a new entry; the dead thread keeps its own", "[windows]") {
+  Analysis a;
+  auto born = header<st_task_new>(ST_EV_TASK_NEW, 100, 100, 1 * kMs);
+  born.child_pid = 500;
+  born.child_tid = 500;
+  a.on_event(decoded(born));
+  run_slice(a, 500, 500, 2 * kMs, 5 * kMs);
+  auto dies = header<st_task_exit>(ST_EV_TASK_EXIT, 500, 500, 6 * kMs);
+  a.on_event(decoded(dies));
+  // The kernel hands tid 500 to a thread of another process.
+  auto again = header<st_task_new>(ST_EV_TASK_NEW, 600, 600, 10 * kMs);
+  again.child_pid = 600;
+  again.child_tid = 500;
+  again.flags = ST_TASK_IS_THREAD;
+  a.on_event(decoded(again));
+  run_slice(a, 600, 500, 11 * kMs, 19 * kMs);
+  a.timeline.finish(20 * kMs, &a.threads);
+
+  int timelines = 0, infos = 0;
+  for (const auto& [key, t] : a.timeline.threads()) {
+    if (t.tid != 500) continue;
+    ++timelines;
+    if (t.pid == 500) {
+      REQUIRE(t.segs.size() >= 1);
+      CHECK(t.segs.front().end - t.segs.front().start == 3 * kMs);
+    } else {
+      CHECK(t.pid == 600);
+    }
+  }
+  CHECK(timelines == 2);
+  for (const auto& [key, t] : a.threads.threads()) {
+    if (t.tid != 500) continue;
+    ++infos;
+    CHECK(t.ns(ThreadState::running) == (t.pid == 500 ? 3 * kMs : 8 * kMs));
+    CHECK(t.exited == (t.pid == 500));
+  }
+  CHECK(infos == 2);
+  REQUIRE(a.timeline.find(500) != nullptr);
+  CHECK(a.timeline.find(500)->pid == 600);
+  REQUIRE(a.threads.find(500) != nullptr);
+  CHECK(a.threads.find(500)->pid == 600);
+}
+
+TEST_CASE("sockets: a reused socket address starts a new socket with its own tuple and bytes", "[windows]") {
+  Analysis a;
+  const uint64_t addr = 0xffff888012345600ull;
+  a.on_event(decoded(send_on(addr, 40000, 1 * kMs, 1000)));
+  a.on_event(decoded(send_on(addr, 40000, 2 * kMs, 1000)));
+  auto closed = header<st_tcp_state>(ST_EV_TCP_STATE, 700, 700, 3 * kMs);
+  closed.sock_id = addr;
+  closed.tuple = send_on(addr, 40000, 0, 0).tuple;
+  closed.old_state = 4;  // FIN_WAIT1
+  closed.new_state = 7;  // CLOSE
+  a.on_event(decoded(closed));
+  // The same address, a new connection (same ports: only the close tells them apart).
+  a.on_event(decoded(send_on(addr, 40000, 4 * kMs, 5000)));
+  // And again, without a close seen, but with another 4-tuple.
+  a.on_event(decoded(send_on(addr, 40001, 5 * kMs, 7000)));
+
+  REQUIRE(a.collectors.socks.size() == 3);
+  std::vector<uint64_t> sent;
+  for (const auto& [key, s] : a.collectors.socks) sent.push_back(s.send.bytes);
+  std::sort(sent.begin(), sent.end());
+  CHECK(sent == std::vector<uint64_t>{2000, 5000, 7000});
+  REQUIRE(a.timeline.sockets().size() == 3);
+  int port40001 = 0;
+  for (const auto& [key, t] : a.timeline.sockets()) port40001 += t.sport == 40001;
+  CHECK(port40001 == 1);
+  CHECK(a.sockets.reused() == 2);
+  // The first connection keeps the address as its key.
+  CHECK(a.collectors.socks.count(addr) == 1);
+}
