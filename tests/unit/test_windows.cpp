@@ -170,7 +170,7 @@ TEST_CASE("windows: --keep-steps bounds the detail, not the totals", "[windows]"
   CHECK(few->job.mean_share == all->job.mean_share);
 }
 
-TEST_CASE("windows: the memory cap folds early; a window over it alone is forgotten, and the report says so",
+TEST_CASE("windows: the memory cap folds early, a window over it alone is forgotten, and the report says so",
           "[windows]") {
   const std::string cap = long_capture(10);
   // No periodic folds: only the cap makes them. 256 KiB holds a few folded windows' worth at most.
@@ -196,7 +196,7 @@ TEST_CASE("windows: the memory cap folds early; a window over it alone is forgot
   CHECK(said);
 }
 
-TEST_CASE("timeline: a reused tid starts a new entry; the dead thread keeps its own", "[windows]") {
+TEST_CASE("timeline: a reused tid starts a new entry, and the dead thread keeps its own", "[windows]") {
   Analysis a;
   auto born = header<st_task_new>(ST_EV_TASK_NEW, 100, 100, 1 * kMs);
   born.child_pid = 500;
