@@ -2,6 +2,9 @@
 #include "accuracy.h"
 
 #include <fmt/core.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +20,19 @@
 namespace steptrace::accuracy {
 
 namespace tr = trainsim::truth;
+
+namespace {
+
+pid_t spawn(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  return pid;
+}
+
+}  // namespace
 
 tr::TracerResult to_tracer_result(const JobAnalysis& job) {
   tr::TracerResult out;
@@ -58,9 +74,25 @@ bool run_scenario(const ScenarioRun& run, ScenarioResult* out, std::string* err)
   o.argv = {run.trainsim, "--scenario", run.scenario, "--dev-dir", dev_dir, "--truth", truth_path};
   o.argv.insert(o.argv.end(), run.extra_args.begin(), run.extra_args.end());
   o.duration_s = run.timeout_s;
+  if (run.keep_steps) o.keep_steps = run.keep_steps;
+  if (run.window_s >= 0) o.window_s = run.window_s;
+  pid_t job = -1;
+  if (run.attach) {
+    std::vector<std::string> args = {"/bin/sh", "-c", "sleep 1; exec \"$@\"", "sh"};
+    args.insert(args.end(), o.argv.begin(), o.argv.end());
+    job = spawn(args);
+    if (job < 0) {
+      *err = "could not start the job";
+      return false;
+    }
+    o.argv.clear();
+    o.command = CommandKind::attach;
+    o.target.pids = {static_cast<uint32_t>(job)};
+  }
   auto s = Session::start(o);
   if (!s) {
     *err = s.error().message;
+    if (job > 0) ::kill(job, SIGKILL), ::waitpid(job, nullptr, 0);
     return false;
   }
   if (auto st = (*s)->run_loop(nullptr); !st) {
@@ -73,6 +105,11 @@ bool run_scenario(const ScenarioRun& run, ScenarioResult* out, std::string* err)
     return false;
   }
   out->report = std::move(*rep);
+  if (job > 0) {
+    int status = 0;
+    ::waitpid(job, &status, 0);
+    out->report.job_exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
   if (out->report.job_exit_code != 0) {
     *err = fmt::format("trainsim exited with {}", out->report.job_exit_code);
     return false;

@@ -19,7 +19,7 @@ JobAnalysis Analysis::finish(uint64_t end_ns, const DropStats& drops) {
   return all;
 }
 
-bool Analysis::fold(uint64_t now_ns) {
+uint64_t Analysis::fold(uint64_t now_ns) {
   // The window's analysis runs on a copy: the live state machine keeps its
   // open segments, and the copy's are closed at now_ns.
   TimelineStore tl = timeline;
@@ -29,10 +29,10 @@ bool Analysis::fold(uint64_t now_ns) {
   opt.device_signals = device_signals;
   const JobAnalysis ja = analyze_job(tl, th, DropStats{}, opt);
   const uint64_t keep_from = ledger.fold(ja, tl, now_ns);
-  if (!keep_from) return false;
+  if (!keep_from) return 0;
   timeline.forget_before(keep_from);
   threads.fold_exited(kKeepExitedThreads);
-  return true;
+  return keep_from;
 }
 
 size_t Analysis::memory_bytes() const {

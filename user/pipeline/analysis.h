@@ -63,8 +63,9 @@ struct Analysis {
   JobAnalysis finish(uint64_t end_ns, const DropStats& drops);
   // A long session: analyse the window on a copy, fold the steps that are
   // over at now_ns into the ledger, and forget the timeline before them.
-  // False when nothing could be folded yet (no step is over).
-  bool fold(uint64_t now_ns);
+  // Returns the time before which the timeline was forgotten (0: nothing
+  // could be folded yet, no step is over).
+  uint64_t fold(uint64_t now_ns);
   // What the analysis holds, estimated from its containers.
   size_t memory_bytes() const;
 };

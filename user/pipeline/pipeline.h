@@ -37,6 +37,9 @@ class Pipeline {
   using RecordObserver = std::function<void(const st_event_header& h, const void* data, size_t len)>;
 
   void set_observer(RecordObserver fn) { observer_ = std::move(fn); }
+  // Told after each fold the time before which the analysis forgot its
+  // timeline (the session trims the device samples it keeps to match).
+  void set_fold_observer(std::function<void(uint64_t keep_from)> fn) { fold_observer_ = std::move(fn); }
 
   // One record from the ring buffer or a capture file.
   void push(const void* data, size_t len);
@@ -81,6 +84,7 @@ class Pipeline {
   Reorderer reorder_;
   Analysis analysis_;
   RecordObserver observer_;
+  std::function<void(uint64_t)> fold_observer_;
   uint64_t records_ = 0, window_records_ = 0, late_base_ = 0, newest_ts_ = 0;
   DecodeStats decode_base_{};
 };

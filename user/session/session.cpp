@@ -246,6 +246,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
     sc.proc_root = root.proc();
     s->signals_ = std::make_unique<signals::DeviceSignals>(sc);
     s->pipe_.analysis().device_signals = &s->signals_->data();
+    s->pipe_.set_fold_observer([sp = s.get()](uint64_t keep_from) { sp->signals_->forget_before(keep_from); });
   }
   s->start_mono_ns_ = monotonic_ns();
   s->start_cpu_s_ = self_cpu_times().total();

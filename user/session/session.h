@@ -27,6 +27,12 @@
 
 namespace steptrace {
 
+// A copy of a live session's state for `top`: analysed off the drain thread.
+struct LiveSnapshot {
+  SessionReport report;
+  std::unique_ptr<signals::SignalsData> signals;  // the device samples, copied
+};
+
 class Session {
  public:
   // Checks privileges/BTF, resolves targets and devices, loads and attaches.
@@ -45,9 +51,14 @@ class Session {
   void request_stop(int sig, std::string reason);
   // Final drain, counters, close the window.
   Result<SessionReport> finish();
-  // Live view (`steptrace top`, session_live.cpp): a copy of the analysis so far, closed at
-  // now and run through the same steps -> attribution -> verdict as finish().
-  Result<SessionReport> snapshot() const;
+  // Live view (`steptrace top`, session_live.cpp): a copy of the analysis so
+  // far (one window of timeline and the folded steps: bounded) and of the
+  // device samples it reads, taken on the drain thread ...
+  Result<LiveSnapshot> snapshot() const;
+  // ... and closed at the copy's time and run through the same steps ->
+  // attribution -> verdict as finish(), on any thread: it shares nothing
+  // with the session.
+  static void analyse(LiveSnapshot& s);
   // True when tracing should end: the job exited (or, once a stop was asked,
   // its whole tree is gone), or the duration elapsed in attach mode. Also
   // turns the end of the duration into a stop request.

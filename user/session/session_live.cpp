@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Session::snapshot / done: what `steptrace top` reads every refresh. The
-// snapshot goes through Analysis::finish on a copy, so the live view and the
-// final report come from the same pipeline.
+// Session::snapshot / analyse / done: what `steptrace top` reads every
+// refresh. The snapshot is a copy (taken on the drain thread, bounded by the
+// window); the analysis of it runs through Analysis::finish like the final
+// report's, on top's worker thread, so a refresh never holds up the drain.
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -10,9 +11,15 @@
 
 namespace steptrace {
 
-Result<SessionReport> Session::snapshot() const {
-  SessionReport r = report_;
+Result<LiveSnapshot> Session::snapshot() const {
+  LiveSnapshot s;
+  SessionReport& r = s.report;
+  r = report_;
   r.analysis = pipe_.analysis();  // a copy: the live analysis keeps accumulating
+  if (signals_) {
+    s.signals = std::make_unique<signals::SignalsData>(signals_->data());
+    r.analysis.device_signals = s.signals.get();
+  }
   uint64_t now = monotonic_ns();
   r.window_start_ns = start_mono_ns_;
   r.window_end_ns = now;
@@ -23,11 +30,15 @@ Result<SessionReport> Session::snapshot() const {
   auto drops = tracer_->read_stats();
   if (!drops) return drops.error();
   r.drops = *drops;
-  r.job = r.analysis.finish(now, r.drops);
-  mark_window_losses(r);
   r.tracer_cpu_s = self_cpu_times().total() - start_cpu_s_;
   r.wall_s = static_cast<double>(now - start_mono_ns_) / 1e9;
-  return r;
+  return s;
+}
+
+void Session::analyse(LiveSnapshot& s) {
+  SessionReport& r = s.report;
+  r.job = r.analysis.finish(r.window_end_ns, r.drops);
+  mark_window_losses(r);
 }
 
 void Session::request_stop(int sig, std::string reason) {

@@ -11,6 +11,8 @@
 
 #include <cerrno>
 #include <chrono>
+#include <future>
+#include <memory>
 #include <cstdlib>
 #include <thread>
 
@@ -108,13 +110,17 @@ Result<SessionReport> run_top(const Options& o, std::atomic<int>* signal) {
     const bool color = term.out_tty() && !o.no_color;
     const auto interval = std::chrono::duration<double>(o.top_interval_s);
     auto next_frame = std::chrono::steady_clock::now();
+    // A frame is analysed and drawn on a worker thread from a copy the drain
+    // thread takes: the drain never waits for the analysis. One at a time;
+    // a refresh that comes while one is in flight waits for the next.
+    std::future<std::string> pending;
     for (;;) {
       if (auto st = s.poll(); !st) return st.error();
       if (int sig = signal ? signal->exchange(0) : 0) s.request_stop(sig, "signal " + signal_name(sig));
       if (term.in_tty() && quit_pressed()) s.request_stop(SIGTERM, "quit");
       if (s.done()) break;
       auto now = std::chrono::steady_clock::now();
-      if (now >= next_frame) {
+      if (now >= next_frame && !pending.valid()) {
         next_frame = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(interval);
         auto snap = s.snapshot();
         if (!snap) return snap.error();
@@ -128,7 +134,14 @@ Result<SessionReport> run_top(const Options& o, std::atomic<int>* signal) {
             view.height = ws.ws_row;
           }
         }
-        std::string frame = render_top_frame(*snap, view, state);
+        pending = std::async(std::launch::async,
+                             [snap = std::make_shared<LiveSnapshot>(std::move(*snap)), view, &state]() {
+                               Session::analyse(*snap);
+                               return render_top_frame(snap->report, view, state);
+                             });
+      }
+      if (pending.valid() && pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+        std::string frame = pending.get();
         if (term.out_tty()) {
           // Home, then each line cleared to its end, then the rest of the screen.
           std::string out = "\x1b[H";

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <cerrno>
 #include <cstring>
@@ -138,6 +139,33 @@ bool DeviceSignals::try_attach(uint64_t now, uint32_t pid) {
   p.next_dev = 0;
   p.next_ns = now + std::clamp<uint64_t>((now - p.first_ns) / 10, 10'000'000, d_.cfg.attach_retry_ns);
   return true;
+}
+
+namespace {
+
+// Erase the samples before ts but the last one of each key before it.
+template <typename V, typename Key>
+void forget_keyed(V& v, uint64_t ts, Key key) {
+  std::map<int, size_t> last_before;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i].ts < ts) last_before[key(v[i])] = i;
+  size_t out = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    auto it = last_before.find(key(v[i]));
+    if (v[i].ts < ts && (it == last_before.end() || it->second != i)) continue;
+    if (out != i) v[out] = std::move(v[i]);
+    ++out;
+  }
+  v.resize(out);
+}
+
+}  // namespace
+
+void DeviceSignals::forget_before(uint64_t ts) {
+  auto& n = d_.nds;
+  n.erase(std::remove_if(n.begin(), n.end(), [&](const NdsSample& s) { return s.seen_ns < ts; }), n.end());
+  forget_keyed(d_.efa, ts, [](const EfaSample& s) { return s.port; });
+  forget_keyed(d_.sysfs, ts, [](const SysfsSample& s) { return s.device; });
 }
 
 template <typename V, typename T>

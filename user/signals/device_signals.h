@@ -27,6 +27,11 @@ class DeviceSignals {
   void tick(uint64_t now_ns, const std::vector<uint32_t>& pids, const std::set<uint32_t>& accel_pids = {});
   SignalsData take();
   const SignalsData& data() const { return d_; }
+  // A long session folded its steps before ts (pipeline/analysis.h): samples
+  // from before then are no longer read, except the last EFA and sysfs sample
+  // of each port and device (the counters' values at the window's start).
+  // The per-kind cap then bounds a window, not the session.
+  void forget_before(uint64_t ts);
 
  private:
   struct Attached {

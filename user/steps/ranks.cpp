@@ -52,7 +52,7 @@ std::vector<RankSteps> accelerator_ranks(const TimelineStore& tl, const ThreadTa
     r.pid = pid;
     r.main_tid = main->tid;
     if (const auto* ti = threads.find(main->tid)) r.comm = ti->comm;
-    int execs = 0, kicks = 0;
+    uint64_t execs = 0, kicks = 0;
     for (const auto& s : main->spans) {
       if (s.kind == SpanKind::nrt_execute) {
         ++execs;

@@ -16,13 +16,17 @@ using namespace steptrace::accuracy;
 
 namespace {
 
-ScenarioResult run(const std::string& scenario, std::vector<std::string> extra = {}) {
+ScenarioResult run(const std::string& scenario, std::vector<std::string> extra = {}, bool attach = false,
+                   double timeout_s = 120) {
   INFO("[root] tests need root: run as root");
   REQUIRE(::geteuid() == 0);
   ScenarioRun r;
   r.scenario = scenario;
   r.trainsim = TRAINSIM_BIN;
   r.extra_args = std::move(extra);
+  r.attach = attach;
+  r.timeout_s = timeout_s;
+  r.keep_steps = 1'000'000;  // every step in detail: each is compared with the truth
   ScenarioResult res;
   std::string err;
   INFO(err);
@@ -128,4 +132,28 @@ TEST_CASE("accuracy: more ranks and fewer loaders still give exact steps", "[roo
   CHECK(res.truth_gating == "data_loading");
   check_common(res);
   CHECK(res.report.job.ranks.size() == 3);
+}
+
+// Long sessions (issue 15): three minutes of a busy job, analysed in windows
+// of 10 s (the default), so the ledger folds ~18 times; every step is still
+// found and split as in a short run. compute-bound makes ~6 M records in two
+// minutes here, past where a 32-bit rank score once overflowed and the ranks
+// vanished.
+TEST_CASE("accuracy: three minutes of a compute-bound job under run find every step", "[root][accuracy]") {
+  auto res = run("compute-bound", {"--duration", "180"}, false, 240);
+  INFO(res.cmp.summary());
+  CHECK(res.report.windows.folds >= 12);
+  CHECK(res.report.windows.memory_cap_forgets == 0);
+  CHECK(res.truth_gating == "device_execute");
+  CHECK(res.cmp.truth_steps >= 1000);
+  check_common(res);
+}
+
+TEST_CASE("accuracy: three minutes of a data-bound job under attach find every step", "[root][accuracy]") {
+  auto res = run("data-bound", {"--duration", "180"}, true, 186);
+  INFO(res.cmp.summary());
+  CHECK(res.report.windows.folds >= 12);
+  CHECK(res.truth_gating == "data_loading");
+  CHECK(res.cmp.truth_steps >= 300);
+  check_common(res);
 }
