@@ -27,6 +27,42 @@ TEST_CASE("options: run takes the job after --", "[cli]") {
   CHECK(o->subsystems == (ST_SUB_SCHED | ST_SUB_BLOCK | ST_SUB_NET | ST_SUB_ACCEL | ST_SUB_UPROBE));
 }
 
+TEST_CASE("options: everything after -- is the job's, even after a repeatable option", "[cli]") {
+  // CLI11 once took the job's --duration 60 (and -v) as steptrace's own when
+  // a vector option (--accel-dev, --rdma-dev) came before the "--".
+  for (const char* cmd : {"run", "top"}) {
+    INFO(cmd);
+    int code = -1;
+    auto o = parse({cmd, "--accel-dev", "/dev/neuron0", "--rdma-dev", "/dev/uverbs0", "--", "trainsim", "--duration",
+                    "60", "-v", "--json", "x", "--", "-d"},
+                   &code);
+    REQUIRE(o.ok());
+    CHECK(o->argv == std::vector<std::string>{"trainsim", "--duration", "60", "-v", "--json", "x", "--", "-d"});
+    CHECK(o->duration_s == 0);
+    CHECK(o->verbose == 0);
+    CHECK(o->json_path.empty());
+    CHECK(o->accel_devs == std::vector<std::string>{"/dev/neuron0"});
+    CHECK(o->rdma_devs == std::vector<std::string>{"/dev/uverbs0"});
+  }
+  int code = -1;
+  auto rec = parse({"record", "-o", "/tmp/x.cap", "--accel-dev", "/a", "--accel-dev", "/b", "--", "job", "-o", "y",
+                    "--duration", "5"},
+                   &code);
+  REQUIRE(rec.ok());
+  CHECK(rec->record_path == "/tmp/x.cap");
+  CHECK(rec->argv == std::vector<std::string>{"job", "-o", "y", "--duration", "5"});
+  CHECK(rec->duration_s == 0);
+  // The job named before a "--" of its own: that "--" stays the job's.
+  auto own = parse({"run", "echo", "--", "-d", "3"}, &code);
+  REQUIRE(own.ok());
+  CHECK(own->argv == std::vector<std::string>{"echo", "--", "-d", "3"});
+  CHECK(own->duration_s == 0);
+  // Commands that launch nothing refuse a "--".
+  auto att = parse({"attach", "-p", "1", "--", "x"}, &code);
+  CHECK_FALSE(att.ok());
+  CHECK(code == 2);
+}
+
 TEST_CASE("options: run without -- keeps the job's own flags", "[cli]") {
   int code = -1;
   auto o = parse({"run", "ls", "-l", "/"}, &code);

@@ -4,7 +4,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <charconv>
+#include <optional>
 #include <sstream>
 #include <string_view>
 
@@ -157,13 +159,22 @@ void add_job_flags(CLI::App* app, Options& o) {
 // The command and its target from what CLI11 parsed; every cross-flag rule.
 struct Parsed {
   CLI::App *run, *attach, *record, *report, *top, *app;
+  // The words after the first "--", which CLI11 never sees: the job's own
+  // (a vector option such as --accel-dev before the "--" made CLI11 take a
+  // job's --duration 60 as steptrace's -d 60).
+  std::optional<std::vector<std::string>> after_dashes;
 };
 
 // argv after the subcommand's options ("--" dropped): the job to launch.
-std::vector<std::string> job_argv(CLI::App* sub, CLI::App* app) {
+std::vector<std::string> job_argv(CLI::App* sub, const Parsed& p) {
   auto argv = sub->remaining();
-  if (argv.empty()) argv = app->remaining();
+  if (argv.empty()) argv = p.app->remaining();
   if (!argv.empty() && argv.front() == "--") argv.erase(argv.begin());
+  if (p.after_dashes) {
+    // "run CMD -- ARGS": the "--" was the job's.
+    if (!argv.empty()) argv.push_back("--");
+    argv.insert(argv.end(), p.after_dashes->begin(), p.after_dashes->end());
+  }
   return argv;
 }
 
@@ -180,11 +191,11 @@ Status finish_options(Options& o, const Parsed& p, const std::string& pid_csv, c
                       const std::vector<std::string>& rdma) {
   if (p.run->parsed()) {
     o.command = CommandKind::run;
-    o.argv = job_argv(p.run, p.app);
+    o.argv = job_argv(p.run, p);
     if (o.argv.empty()) return make_error("run: missing command (steptrace run [opts] -- CMD ARGS...)");
   } else if (p.record->parsed() || p.top->parsed()) {
     o.command = p.record->parsed() ? CommandKind::record : CommandKind::top;
-    o.argv = job_argv(p.record->parsed() ? p.record : p.top, p.app);
+    o.argv = job_argv(p.record->parsed() ? p.record : p.top, p);
     int n = (!pid_csv.empty()) + (!o.target.cgroup_path.empty()) + (o.target.all ? 1 : 0) + (!o.argv.empty());
     if (n != 1)
       return make_error(fmt::format("{}: give exactly one of -p PID[,PID], --cgroup PATH, --all or -- CMD...",
@@ -196,6 +207,8 @@ Status finish_options(Options& o, const Parsed& p, const std::string& pid_csv, c
       if (*b == 0) return make_error("--max-size: must be more than 0");
       o.max_capture_bytes = *b;
     }
+  } else if (p.after_dashes) {
+    return make_error("unexpected '--': only run, record and top take a command to launch");
   } else if (p.report->parsed()) {
     o.command = CommandKind::report;
   } else if (!p.app->remaining().empty()) {
@@ -289,8 +302,21 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   auto* check = app.add_subcommand("check", "Preflight: can tracing work here? (non-zero exit if not)");
   check->add_option("--btf", o.btf_path, "Kernel BTF file when /sys/kernel/btf/vmlinux is missing");
 
+  // Everything after the first "--" is the job's, verbatim: CLI11 parses
+  // only what comes before it.
+  if (argc > 0) app.name(argv[0]);
+  std::vector<std::string> words;
+  std::optional<std::vector<std::string>> after_dashes;
+  for (int i = 1; i < argc; ++i) {
+    if (!after_dashes && std::string_view(argv[i]) == "--") {
+      after_dashes.emplace();
+      continue;
+    }
+    (after_dashes ? *after_dashes : words).emplace_back(argv[i]);
+  }
   try {
-    app.parse(argc, argv);
+    std::reverse(words.begin(), words.end());  // CLI11 takes a vector in reverse order
+    app.parse(words);
   } catch (const CLI::ParseError& e) {
     std::ostringstream out, err;
     *exit_code = app.exit(e, out, err);
@@ -305,8 +331,8 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   }
   *exit_code = 2;
 
-  if (auto st = finish_options(o, Parsed{run, attach, record, report, top, &app}, pid_csv, max_size, collectors,
-                               accel, rdma);
+  if (auto st = finish_options(o, Parsed{run, attach, record, report, top, &app, std::move(after_dashes)}, pid_csv,
+                               max_size, collectors, accel, rdma);
       !st)
     return st.error();
   *exit_code = 0;
