@@ -34,8 +34,11 @@ void apply_device_skew(std::vector<RankWork>& ranks) {
       const auto& a = r.steps->anchors[k];
       uint64_t wait = max_entry > a.start ? std::min(max_entry - a.start, a.end - a.start) : 0;
       if (wait < 200'000) continue;
-      for (auto& st : r.res.steps) {
-        if (a.start < st.start_ns || a.start >= st.end_ns) continue;
+      // The step the execution began in (steps are contiguous, in order).
+      auto it = std::partition_point(r.res.steps.begin(), r.res.steps.end(),
+                                     [&](const StepResult& st) { return st.end_ns <= a.start; });
+      if (it != r.res.steps.end() && a.start >= it->start_ns) {
+        auto& st = *it;
         auto& de = st.ns[static_cast<size_t>(Category::device_execute)];
         uint64_t moved = std::min(wait, de);
         de -= moved;
@@ -83,11 +86,9 @@ void cross_rank(std::vector<RankWork>& ranks, int skip) {
       for (const auto& r : ranks) {
         const auto& st = r.res.steps[k];
         const steps::Anchor* an = nullptr;
-        for (const auto& a : r.steps->anchors)
-          if (a.start >= st.start_ns && a.start < st.end_ns) {
-            an = &a;
-            break;
-          }
+        const auto& A = r.steps->anchors;  // in start order
+        auto a = std::partition_point(A.begin(), A.end(), [&](const steps::Anchor& x) { return x.start < st.start_ns; });
+        if (a != A.end() && a->start < st.end_ns) an = &*a;
         if (!an) {
           all = false;
           break;

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "util/intervals.h"
+#include "timeline/timeline_ranges.h"
 
 namespace steptrace {
 
@@ -283,8 +284,8 @@ bool proxy_by_behaviour(const RankResult& r, const Execs& anchors, const ThreadT
     if (!end) continue;
     ++cc_steps;
     uint64_t ws = end > st.dev.cc_ns + 1'000'000 ? end - st.dev.cc_ns - 1'000'000 : 0;
-    for (const auto& g : t.segs)
-      if (g.state == ThreadState::running && overlap_ns(g.start, g.end, ws, end) > 0) {
+    for (auto it = segs_ending_after(t, ws); it != t.segs.end() && it->start < end; ++it)
+      if (it->state == ThreadState::running && overlap_ns(it->start, it->end, ws, end) > 0) {
         ++ran;
         break;
       }
@@ -306,8 +307,8 @@ void proxy_runq(RankResult& r, const Execs& anchors, const ThreadTimeline& t, in
       for (auto& [a, b] : win) a = std::max(a, b > cc ? b - cc : 0);
     }
     if (anchors.empty()) win.emplace_back(st.start_ns, st.end_ns);
-    for (const auto& g : t.segs) {
-      if (g.end <= st.start_ns) continue;
+    for (auto it = segs_ending_after(t, st.start_ns); it != t.segs.end(); ++it) {
+      const auto& g = *it;
       if (g.start >= st.end_ns) break;
       if (g.state != ThreadState::runnable) continue;
       uint64_t in = 0;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <queue>
 #include <vector>
 
 #include "attribution/categories.h"
@@ -30,24 +31,26 @@ inline CategoryNs paint_window(uint64_t ws, uint64_t we, const std::vector<Paint
   }
   std::sort(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-  // Paints sorted by start let each elementary piece scan only candidates.
+  // A sweep over the pieces: the paints that have begun wait in a queue by
+  // priority (then earliest start); one that has ended leaves when it comes
+  // to the top. Each piece costs a log, not a scan of every paint that began
+  // before it (a long execution paint kept that scan going for the whole step).
   std::vector<const Paint*> live;
   for (const auto& p : paints)
     if (p.end > ws && p.start < we && p.end > p.start) live.push_back(&p);
   std::sort(live.begin(), live.end(), [](const Paint* a, const Paint* b) { return a->start < b->start; });
-  size_t first = 0;
+  auto lower = [](const Paint* x, const Paint* y) {
+    if (x->priority != y->priority) return x->priority < y->priority;
+    return x->start > y->start;
+  };
+  std::priority_queue<const Paint*, std::vector<const Paint*>, decltype(lower)> active(lower);
+  size_t next = 0;
   for (size_t i = 0; i + 1 < cuts.size(); ++i) {
     uint64_t a = cuts[i], b = cuts[i + 1];
-    while (first < live.size() && live[first]->end <= a) ++first;
-    int best = -1;
-    Category cat = fallback;
-    for (size_t j = first; j < live.size() && live[j]->start < b; ++j) {
-      const Paint* p = live[j];
-      if (p->start <= a && p->end >= b && p->priority > best) {
-        best = p->priority;
-        cat = p->category;
-      }
-    }
+    while (next < live.size() && live[next]->start <= a) active.push(live[next++]);
+    while (!active.empty() && active.top()->end <= a) active.pop();
+    // Cuts fall on every start and end: a paint that has begun and not ended covers [a, b).
+    const Category cat = active.empty() ? fallback : active.top()->category;
     out[static_cast<size_t>(cat)] += b - a;
   }
   return out;

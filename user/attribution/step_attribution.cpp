@@ -7,6 +7,7 @@
 #include "decode/neuron_cmd.h"
 #include "decode/syscalls.h"
 #include "steps/span_classes.h"
+#include "timeline/timeline_ranges.h"
 #include "util/intervals.h"
 
 namespace steptrace {
@@ -22,16 +23,18 @@ namespace {
 // Loaders' share of time on storage vs CPU during [s, e).
 void split_data_wait(const steps::RankSteps& r, uint64_t s, uint64_t e, uint64_t* io_ns, uint64_t* cpu_ns) {
   for (const auto* lt : r.loader_threads) {
-    for (const auto& g : lt->segs) {
-      if (g.end <= s) continue;
+    for (auto it = segs_ending_after(*lt, s); it != lt->segs.end(); ++it) {
+      const auto& g = *it;
       if (g.start >= e) break;
       uint64_t ov = overlap_ns(g.start, g.end, s, e);
       if (g.state == ThreadState::running) *cpu_ns += ov;
       else if (g.state == ThreadState::disk_wait) *io_ns += ov;
     }
     // O_DIRECT reads may sleep in S rather than D: count in-flight block I/O too.
-    for (const auto& b : lt->block) {
-      if (b.end <= s || b.start >= e || b.write) continue;
+    for (auto it = block_ending_after(*lt, s); it != lt->block.end(); ++it) {
+      const auto& b = *it;
+      if (b.end >= e + lt->max_block_ns) break;  // every later one starts after e
+      if (b.start >= e || b.write) continue;
       *io_ns += overlap_ns(b.start, b.end, s, e) / 2;  // half weight: avoid double counting a D-state wait
     }
   }
@@ -42,11 +45,11 @@ void split_data_wait(const steps::RankSteps& r, uint64_t s, uint64_t e, uint64_t
 // kicks - the acknowledgement - or the return).
 std::pair<uint64_t, uint64_t> kick_end_and_notice(const ThreadTimeline& t, uint64_t a, uint64_t b) {
   uint64_t last_kick_end = a, notice = b;
-  for (const auto& sp : t.spans)
-    if (sp.start >= a && sp.end <= b && is_kick(sp)) last_kick_end = std::max(last_kick_end, sp.end);
-  for (const auto& sp : t.spans)
-    if (sp.kind == SpanKind::ioctl && sp.start >= last_kick_end && sp.start < b) {
-      notice = sp.start;
+  for (auto it = spans_starting_from(t, a); it != t.spans.end() && it->start < b; ++it)
+    if (it->end <= b && is_kick(*it)) last_kick_end = std::max(last_kick_end, it->end);
+  for (auto it = spans_starting_from(t, last_kick_end); it != t.spans.end() && it->start < b; ++it)
+    if (it->kind == SpanKind::ioctl) {
+      notice = it->start;
       break;
     }
   return {last_kick_end, notice};
@@ -67,9 +70,10 @@ uint64_t estimate_device_ns(const ThreadTimeline& t, const std::vector<steps::An
     auto [k, n] = kick_end_and_notice(t, an.start, an.end);
     if (n <= k) continue;
     uint64_t last_look = k;  // the poller was on CPU right after the kicks
-    for (const auto& g : t.segs) {
+    for (auto it = segs_ending_after(t, k); it != t.segs.end(); ++it) {
+      const auto& g = *it;
       if (g.start >= n) break;
-      if (g.end <= k || g.state != ThreadState::running) continue;
+      if (g.state != ThreadState::running) continue;
       if (g.end >= n) break;  // the slice in which it noticed
       last_look = std::max(last_look, g.end);
     }
@@ -107,8 +111,8 @@ void paint_runnable(const ThreadTimeline& t, const StateSeg& g, const std::vecto
       completion_wait = true;
     } else if (ie <= notice) {
       completion_wait = true;  // unless a later runnable stretch also ends before `notice`
-      for (const auto& h : t.segs) {
-        if (h.start <= g.start) continue;
+      for (auto it = segs_starting_from(t, g.start + 1); it != t.segs.end(); ++it) {
+        const auto& h = *it;
         if (h.end > notice) break;
         if (h.state == ThreadState::runnable) {
           completion_wait = false;
@@ -122,9 +126,9 @@ void paint_runnable(const ThreadTimeline& t, const StateSeg& g, const std::vecto
         from = std::clamp(last_kick_end + typical_device_ns, is, std::min(ie, notice));
       if (ie > from) paints.push_back({from, ie, kPrio, Category::cpu_contention});
     } else {
-      for (const auto& sp : t.spans)
-        if (sp.kind == SpanKind::ioctl && sp.start < ie && sp.end > is)
-          paints.push_back({std::max(sp.start, is), std::min(sp.end, ie), kPrio, Category::cpu_contention});
+      for (auto it = spans_overlapping_from(t, is); it != t.spans.end() && it->start < ie; ++it)
+        if (it->kind == SpanKind::ioctl && it->end > is)
+          paints.push_back({std::max(it->start, is), std::min(it->end, ie), kPrio, Category::cpu_contention});
     }
     return;
   }
@@ -138,8 +142,9 @@ using Exec = std::vector<std::pair<uint64_t, uint64_t>>;
 std::vector<const Span*> paint_spans(const ThreadTimeline& t, uint64_t ws, uint64_t we, const Exec& exec,
                                      StepResult& st, std::vector<Paint>& paints) {
   std::vector<const Span*> net;
-  for (const auto& s : t.spans) {
-    if (s.end <= ws || s.start >= we) continue;
+  for (auto it = spans_overlapping_from(t, ws); it != t.spans.end() && it->start < we; ++it) {
+    const Span& s = *it;
+    if (s.end <= ws) continue;
     if (is_net(s)) net.push_back(&s);
     if (s.kind == SpanKind::ioctl) {
       auto c = neuron_cmd_class(s.cmd);
@@ -177,8 +182,8 @@ void paint_host_collectives(const ThreadTimeline& t, const std::vector<const Spa
   auto other_work_between = [&](uint64_t a, uint64_t b) {
     for (const auto& [x, y] : exec)
       if (x < b && y > a) return true;
-    for (const auto& sp : t.spans)
-      if (sp.start < b && sp.end > a && is_h2d(sp)) return true;
+    for (auto it = spans_overlapping_from(t, a); it != t.spans.end() && it->start < b; ++it)
+      if (it->end > a && is_h2d(*it)) return true;
     return false;
   };
   for (size_t i = 0; i < net.size();) {
@@ -188,10 +193,11 @@ void paint_host_collectives(const ThreadTimeline& t, const std::vector<const Spa
       ce = std::max(ce, net[j]->end);
       ++j;
     }
-    for (const auto& g : t.segs) {
+    // Segments before ws end by ws, and cs >= ws or the loop stops at once: start at ws.
+    for (auto it = segs_starting_from(t, ws); it != t.segs.end(); ++it) {
+      const auto& g = *it;
       if (g.end > cs) break;
-      if (is_blocked(g.state) && cs - g.end < 2'000'000ull && is_readiness_wait(g.blocked_sys) && g.start >= ws)
-        cs = g.start;
+      if (is_blocked(g.state) && cs - g.end < 2'000'000ull && is_readiness_wait(g.blocked_sys)) cs = g.start;
     }
     paints.push_back({cs, ce, 4, Category::collective});
     if (st.arrival_ns == 0) {
@@ -209,8 +215,8 @@ Exec paint_segments(const steps::RankSteps& r, const Exec& exec, uint64_t typica
   const auto& t = *r.main;
   const uint64_t ws = st.start_ns, we = st.end_ns;
   Exec data_waits;
-  for (const auto& g : t.segs) {
-    if (g.end <= ws) continue;
+  for (auto it = segs_ending_after(t, ws); it != t.segs.end(); ++it) {
+    const auto& g = *it;
     if (g.start >= we) break;
     switch (g.state) {
       case ThreadState::running: paints.push_back({g.start, g.end, 2, Category::host_overhead}); break;
@@ -244,9 +250,12 @@ void attribute_step(const steps::RankSteps& r, uint64_t typical_device_ns, StepR
   const uint64_t ws = st.start_ns, we = st.end_ns;
   std::vector<Paint> paints;
   Exec exec;
-  if (!r.host_only)
-    for (const auto& a : r.anchors)
-      if (a.end > ws && a.start < we) exec.emplace_back(a.start, a.end);
+  if (!r.host_only) {
+    const uint64_t from = ws > r.max_anchor_ns ? ws - r.max_anchor_ns : 0;
+    auto a = std::partition_point(r.anchors.begin(), r.anchors.end(), [from](const steps::Anchor& x) { return x.start < from; });
+    for (; a != r.anchors.end() && a->start < we; ++a)
+      if (a->end > ws) exec.emplace_back(a->start, a->end);
+  }
   for (const auto& [a, b] : exec) paints.push_back({a, b, 8, Category::device_execute});
 
   const std::vector<const Span*> net = paint_spans(t, ws, we, exec, st, paints);

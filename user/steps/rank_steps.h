@@ -48,7 +48,8 @@ struct RankSteps {
   std::vector<const ThreadTimeline*> loader_threads;
   std::vector<uint32_t> loader_pids;  // child processes (DataLoader workers)
   std::vector<uint32_t> loader_tids;  // every thread that can hand batches to main
-  std::vector<Anchor> anchors;        // executions (empty for marker steps)
+  std::vector<Anchor> anchors;        // executions (empty for marker steps), in start order
+  uint64_t max_anchor_ns = 0;         // the longest (a search by start knows how far back to look)
   // No accelerator (a CPU-only job): the anchors are the collective's
   // traffic bursts, one per step, not executions.
   bool host_only = false;

@@ -5,6 +5,7 @@
 
 #include "steps/ranks.h"
 #include "steps/span_classes.h"
+#include "timeline/timeline_ranges.h"
 #include "util/intervals.h"
 
 namespace steptrace {
@@ -28,19 +29,16 @@ namespace steps {
 uint64_t find_boundary(const RankSteps& r, uint64_t lo, uint64_t hi) {
   const auto& t = *r.main;
   uint64_t post_end = lo;
-  for (const auto& s : t.spans) {
-    if (s.start < lo || s.start > hi) continue;
-    if ((is_net(s) || is_d2h(s)) && s.end <= hi) post_end = std::max(post_end, s.end);
-  }
+  for (auto it = spans_starting_from(t, lo); it != t.spans.end() && it->start <= hi; ++it)
+    if ((is_net(*it) || is_d2h(*it)) && it->end <= hi) post_end = std::max(post_end, it->end);
   uint64_t c1 = hi;
-  for (const auto& s : t.spans) {
-    if (s.start >= post_end && s.start <= hi && is_h2d(s)) {
-      c1 = s.start;
+  for (auto it = spans_starting_from(t, post_end); it != t.spans.end() && it->start <= hi; ++it)
+    if (is_h2d(*it)) {
+      c1 = it->start;
       break;
     }
-  }
-  for (const auto& g : t.segs) {
-    if (g.start < post_end) continue;
+  for (auto it = segs_starting_from(t, post_end); it != t.segs.end(); ++it) {
+    const auto& g = *it;
     if (g.start >= c1) break;
     if (is_blocked(g.state) && r.loaders.count(g.waker_tid)) return g.start;
   }
@@ -51,8 +49,8 @@ uint64_t find_boundary(const RankSteps& r, uint64_t lo, uint64_t hi) {
 // collective, at the first wait for a batch from a loader, or right after
 // that collective when the batch was ready.
 uint64_t find_host_boundary(const RankSteps& r, uint64_t lo, uint64_t hi) {
-  for (const auto& g : r.main->segs) {
-    if (g.start < lo) continue;
+  for (auto it = segs_starting_from(*r.main, lo); it != r.main->segs.end(); ++it) {
+    const auto& g = *it;
     if (g.start >= hi) break;
     if (is_blocked(g.state) && r.loaders.count(g.waker_tid)) return g.start;
   }
@@ -142,6 +140,7 @@ std::vector<RankSteps> reconstruct_steps(const TimelineStore& tl, const ThreadTa
   std::sort(ranks.begin(), ranks.end(), [](const RankSteps& a, const RankSteps& b) { return a.pid < b.pid; });
   for (size_t i = 0; i < ranks.size(); ++i) {
     ranks[i].rank = static_cast<int>(i);
+    for (const auto& a : ranks[i].anchors) ranks[i].max_anchor_ns = std::max(ranks[i].max_anchor_ns, a.end - a.start);
     build_steps(ranks[i]);
   }
   return ranks;

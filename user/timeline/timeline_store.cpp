@@ -243,6 +243,9 @@ void TimelineStore::finish(uint64_t end_ns, ThreadTable* totals) {
       move_to(t, s, end_ns, totals);
     }
     std::stable_sort(t.spans.begin(), t.spans.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+    t.max_span_ns = t.max_block_ns = 0;
+    for (const auto& s : t.spans) t.max_span_ns = std::max(t.max_span_ns, s.end - s.start);
+    for (const auto& b : t.block) t.max_block_ns = std::max(t.max_block_ns, b.end - b.start);
   }
 }
 

@@ -54,6 +54,10 @@ struct ThreadTimeline {
   uint64_t cur_since = 0;
   StateSeg pending;
   std::vector<std::pair<uint32_t, uint64_t>> open_calls;  // uprobe entries (probe, ts)
+  // Set by finish(): the longest span and block request, so a search by
+  // start time knows how far back an overlapping one can begin
+  // (timeline/timeline_ranges.h).
+  uint64_t max_span_ns = 0, max_block_ns = 0;
 };
 
 // The one scheduler state machine. `totals`, when given, is told of every
