@@ -14,6 +14,7 @@ ever adds time).
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,7 +23,11 @@ import time
 
 def measure(cmd):
     t0 = time.monotonic()
-    pid = os.spawnv(os.P_NOWAIT, cmd[0], cmd)
+    pid = os.fork()
+    if pid == 0:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.execv(cmd[0], cmd)
     _, status, ru = os.wait4(pid, 0)
     wall = time.monotonic() - t0
     if os.waitstatus_to_exitcode(status) != 0:
@@ -55,7 +60,7 @@ def main():
     runs = {f: [] for f in factors}
     for _ in range(args.repeat):
         for f in factors:
-            cmd = [steptrace, "report", caps[f][0], "--json", os.devnull]
+            cmd = [steptrace, "report", caps[f][0], "--json", os.path.join(work, "report.json"), "--force"]
             if args.window:
                 cmd += ["--window", args.window]
             runs[f].append(measure(cmd))
@@ -75,9 +80,7 @@ def main():
         print(f"{f:>3}x: {row['records']:>10} records, {row['trace_s']:>8.0f} s of trace: {wall:6.2f} s wall, "
               f"{cpu:6.2f} s CPU ({row['time_per_length_vs_1x']:.2f}x per unit length), peak RSS "
               f"{rss / 1048576:6.1f} MiB ({row['peak_rss_vs_1x']:.2f}x)", flush=True)
-    for f in factors:
-        os.remove(caps[f][0])
-    os.rmdir(work)
+    shutil.rmtree(work, ignore_errors=True)
     if args.out:
         with open(args.out, "w") as fh:
             json.dump({"load_after": os.getloadavg(), "rows": rows}, fh, indent=1)

@@ -102,7 +102,8 @@ nlohmann::json summary_json(const SessionReport& r) {
                  {"memory_cap_forgets", w.memory_cap_forgets},
                  {"steps_out_of_detail", w.steps_out_of_detail},
                  {"peak_memory_bytes", w.peak_memory_bytes},
-                 {"exited_threads_summed", r.analysis.threads.folded_threads()}};
+                 {"exited_threads_summed", r.analysis.threads.folded_threads()},
+                 {"closed_sockets_summed", r.analysis.collectors.folded_sock_count}};
   j["records"] = r.records;
   j["incomplete"] = r.incomplete();
   if (!r.capture_end.empty()) j["capture_end"] = r.capture_end;

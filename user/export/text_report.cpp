@@ -271,6 +271,11 @@ void memory_line(std::string& o, const SessionReport& r) {
     line += fmt::format("; {} older steps counted in the totals but not kept in detail", w.steps_out_of_detail);
   if (const uint64_t t = r.analysis.threads.folded_threads())
     line += fmt::format("; {} exited threads summed, not listed", t);
+  if (const uint64_t n = r.analysis.collectors.folded_sock_count)
+    line += fmt::format("; {} closed sockets summed ({:.1f} MiB), not listed", n,
+                        static_cast<double>(r.analysis.collectors.folded_socks.send.bytes +
+                                            r.analysis.collectors.folded_socks.recv.bytes) /
+                            1048576.0);
   if (w.max_memory_bytes)
     line += fmt::format("; peak {:.1f} MiB of the {:.0f} MiB cap", static_cast<double>(w.peak_memory_bytes) / 1048576.0,
                         static_cast<double>(w.max_memory_bytes) / 1048576.0);

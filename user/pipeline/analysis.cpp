@@ -6,6 +6,8 @@ namespace steptrace {
 namespace {
 // Exited threads kept by name once a long session folds (the rest are summed).
 constexpr size_t kKeepExitedThreads = 2048;
+// Closed sockets kept by tuple (the rest are summed).
+constexpr size_t kKeepClosedSockets = 1024;
 }  // namespace
 
 JobAnalysis Analysis::finish(uint64_t end_ns, const DropStats& drops) {
@@ -32,6 +34,7 @@ uint64_t Analysis::fold(uint64_t now_ns) {
   if (!keep_from) return 0;
   timeline.forget_before(keep_from);
   threads.fold_exited(kKeepExitedThreads);
+  collectors.fold_closed_sockets(kKeepClosedSockets);
   return keep_from;
 }
 

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "timeline/collector_stats.h"
 
+#include <algorithm>
+#include <functional>
+#include <vector>
+
 #include <arpa/inet.h>
 #include <fmt/core.h>
 
@@ -61,11 +65,35 @@ void CollectorStats::on_event(const Event& ev) {
           keep_tuple(s, e.tuple);
           if (s.pid == 0) s.pid = e.hdr.pid;
           ++s.state_changes;
+          if (e.new_state == 7) s.closed = true;  // TCP_CLOSE
         } else if constexpr (std::is_same_v<T, st_uprobe>) {
           if (e.probe < 8) ++uprobe_hits[e.probe];
         }
       },
       ev);
+}
+
+void CollectorStats::fold_closed_sockets(size_t keep) {
+  std::vector<std::pair<uint64_t, uint64_t>> closed;  // (bytes, key)
+  for (const auto& [key, s] : socks)
+    if (s.closed) closed.emplace_back(s.send.bytes + s.recv.bytes, key);
+  if (closed.size() <= keep) return;
+  std::sort(closed.begin(), closed.end(), std::greater<>());
+  auto add = [](LatencyAgg& into, const LatencyAgg& a) {
+    into.count += a.count;
+    into.total_ns += a.total_ns;
+    into.max_ns = std::max(into.max_ns, a.max_ns);
+    into.bytes += a.bytes;
+  };
+  for (size_t i = keep; i < closed.size(); ++i) {
+    auto it = socks.find(closed[i].second);
+    add(folded_socks.send, it->second.send);
+    add(folded_socks.recv, it->second.recv);
+    folded_socks.retransmits += it->second.retransmits;
+    folded_socks.state_changes += it->second.state_changes;
+    ++folded_sock_count;
+    socks.erase(it);
+  }
 }
 
 }  // namespace steptrace

@@ -44,6 +44,7 @@ struct SockStats {
   LatencyAgg send, recv;
   uint64_t retransmits = 0;
   uint64_t state_changes = 0;
+  bool closed = false;  // reached TCP_CLOSE: no more traffic on this connection
 };
 
 struct CollectorStats {
@@ -55,6 +56,12 @@ struct CollectorStats {
   uint64_t first_ts = 0, last_ts = 0;
 
   void on_event(const Event& e);
+  // A long session on a host that connects all day: keep at most `keep`
+  // closed sockets (those that moved the most bytes); the rest are summed
+  // into folded_socks so the table stays bounded.
+  void fold_closed_sockets(size_t keep);
+  SockStats folded_socks;
+  uint64_t folded_sock_count = 0;
 };
 
 std::string format_tuple(const st_sock_tuple& t);
