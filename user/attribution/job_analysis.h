@@ -11,6 +11,7 @@
 
 #include "attribution/categories.h"
 #include "attribution/fabric_setup.h"
+#include "attribution/step_histogram.h"
 #include "capture/drop_stats.h"
 #include "signals/step_signals.h"
 #include "steps/rank_steps.h"
@@ -76,6 +77,9 @@ struct JobAnalysis {
   int skipped_warmup_steps = 1;
   signals::DeviceSignalsSummary signals;  // which device signals were available and what they say
   FabricSummary fabric;                   // EFA control path (uverbs calls) as setup events
+  // Counted steps of every rank that are no longer in ranks[].steps (a long
+  // session keeps the most recent in detail): percentiles cover them from here.
+  StepDistribution out_of_detail;
 };
 
 namespace signals {

@@ -204,9 +204,9 @@ std::string html_report(const SessionReport& r) {
   o += "</table>\n";
 
   auto ss = step_stats(job);
-  o += fmt::format("<h2>Percentiles ({} counted steps, ms)</h2>\n<table id=\"percentiles\"><tr><th>category</th>"
+  o += fmt::format("<h2>Percentiles ({} counted steps, ms{})</h2>\n<table id=\"percentiles\"><tr><th>category</th>"
                    "<th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>\n",
-                   ss.counted);
+                   ss.counted, ss.approximate ? "; older steps from a histogram, within 1 %" : "");
   auto row = [&](std::string_view name, const Percentiles& p) {
     o += fmt::format("<tr><td>{}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td></tr>\n", name,
                      p.p50 / 1e6, p.p90 / 1e6, p.p99 / 1e6, p.max / 1e6);

@@ -22,6 +22,19 @@ Percentiles percentiles(std::vector<uint64_t> v) {
   return p;
 }
 
+Percentiles percentiles(const std::vector<uint64_t>& v, const LogHistogram& more) {
+  LogHistogram h = more;
+  for (uint64_t x : v) h.add(x);
+  Percentiles p;
+  if (h.count() == 0) return p;
+  auto at = [&](double q) { return h.at_rank(static_cast<uint64_t>(q * static_cast<double>(h.count() - 1) + 0.5)); };
+  p.p50 = at(0.5);
+  p.p90 = at(0.9);
+  p.p99 = at(0.99);
+  p.max = h.max();
+  return p;
+}
+
 uint64_t counted_steps(const JobAnalysis&, const RankResult& r) { return r.counted_steps; }
 
 std::vector<const ThreadInfo*> sorted_threads(const SessionReport& r) {
@@ -43,9 +56,18 @@ StepStats step_stats(const JobAnalysis& job) {
       durs.push_back(st.duration());
       for (size_t c = 0; c < kCategories; ++c) per[c].push_back(st.ns[c]);
     }
-  s.counted = durs.size();
-  s.step = percentiles(std::move(durs));
-  for (size_t c = 0; c < kCategories; ++c) s.category[c] = percentiles(std::move(per[c]));
+  const StepDistribution& old = job.out_of_detail;
+  s.counted = durs.size() + old.count();
+  if (old.count() == 0) {
+    s.step = percentiles(std::move(durs));
+    for (size_t c = 0; c < kCategories; ++c) s.category[c] = percentiles(std::move(per[c]));
+    return s;
+  }
+  // Steps no longer in detail are in histograms: the kept ones join them
+  // (percentiles then within 1 % of the value; max exact).
+  s.approximate = true;
+  s.step = percentiles(durs, old.step);
+  for (size_t c = 0; c < kCategories; ++c) s.category[c] = percentiles(per[c], old.category[c]);
   return s;
 }
 

@@ -18,9 +18,12 @@ struct Percentiles {
 };
 // Nearest-rank percentiles (same rule as the JSON and HTML outputs).
 Percentiles percentiles(std::vector<uint64_t> v);
+// Over v and the values in a histogram (each within 1 % of its value; max exact).
+Percentiles percentiles(const std::vector<uint64_t>& v, const LogHistogram& more);
 
 struct StepStats {
   size_t counted = 0;  // steps of all ranks after warm-up
+  bool approximate = false;  // some from a histogram (steps no longer kept in detail)
   Percentiles step;
   std::array<Percentiles, kCategories> category{};
 };

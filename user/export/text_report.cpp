@@ -163,7 +163,11 @@ void ranks_sections(std::string& o, const SessionReport& r, const TextStyle& sty
 
     // 3. Percentiles.
     auto ss = step_stats(job);
-    o += "\n" + paint(fmt::format("Percentiles over {} counted steps of all ranks (ms)", ss.counted), "1") + "\n";
+    o += "\n" +
+         paint(fmt::format("Percentiles over {} counted steps of all ranks (ms{})", ss.counted,
+                           ss.approximate ? "; steps no longer in detail from a histogram, within 1 %" : ""),
+               "1") +
+         "\n";
     o += fmt::format("{:<16} {:>9} {:>9} {:>9} {:>9}\n", "CATEGORY", "p50", "p90", "p99", "max");
     auto row = [&](std::string_view name, const Percentiles& p) {
       o += fmt::format("{:<16} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f}\n", name, ms(p.p50), ms(p.p90), ms(p.p99),
@@ -265,8 +269,10 @@ void detail_tables(std::string& o, const SessionReport& r, const TextStyle& styl
 void memory_line(std::string& o, const SessionReport& r) {
   const WindowStats& w = r.windows;
   if (!w.folds && !w.memory_cap_hits) return;
-  std::string line = fmt::format("analysed in windows of {:.0f} s ({} folded)", static_cast<double>(w.fold_every_ns) / 1e9,
-                                 w.folds);
+  std::string line = w.fold_every_ns
+                         ? fmt::format("analysed in windows of {:.0f} s ({} folded)",
+                                       static_cast<double>(w.fold_every_ns) / 1e9, w.folds)
+                         : fmt::format("folded {} times at the memory cap", w.folds);
   if (w.steps_out_of_detail)
     line += fmt::format("; {} older steps counted in the totals but not kept in detail", w.steps_out_of_detail);
   if (const uint64_t t = r.analysis.threads.folded_threads())

@@ -120,6 +120,11 @@ uint64_t StepLedger::fold(const JobAnalysis& ja, const TimelineStore& tl, uint64
       }
       L.recent.push_back(st);
       if (L.recent.size() > keep_steps_) {
+        const StepResult& old = L.recent.front();
+        if (old.index >= ja.skipped_warmup_steps) {
+          out_of_detail_dist_.step.add(old.duration());
+          for (size_t c = 0; c < kCategories; ++c) out_of_detail_dist_.category[c].add(old.ns[c]);
+        }
         L.recent.pop_front();
         ++out_of_detail_;
       }
@@ -169,12 +174,14 @@ JobAnalysis StepLedger::merge(JobAnalysis tail) const {
   for (auto& rf : f.ranks)
     if (auto it = rank_of.find(rf.pid); it != rank_of.end()) rf.rank = it->second;
   out.fabric = std::move(f);
+  out.out_of_detail = out_of_detail_dist_;
   return out;
 }
 
 size_t StepLedger::memory_bytes() const {
   size_t n = 0;
   for (const auto& [pid, L] : ranks_) n += sizeof(RankLedger) + L.recent.size() * sizeof(StepResult);
+  n += out_of_detail_dist_.step.bins().size() * 48 * (1 + kCategories);
   return n;
 }
 

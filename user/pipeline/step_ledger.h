@@ -48,6 +48,7 @@ class StepLedger {
   };
   std::map<uint32_t, RankLedger> ranks_;  // by pid
   FabricSummary fabric_;                   // EFA control path of the folded part
+  StepDistribution out_of_detail_dist_;    // counted steps that left `recent`
   uint64_t others_from_ns_ = 0;
   size_t keep_steps_;
   uint64_t folds_ = 0, out_of_detail_ = 0;

@@ -191,6 +191,8 @@ template <typename V, typename F>
 void erase_ended(V& v, uint64_t ts, F end_of) {
   auto it = std::find_if(v.begin(), v.end(), [&](const auto& x) { return end_of(x) >= ts; });
   v.erase(v.begin(), it);
+  // What was forgotten goes back to the allocator (and out of memory_bytes()).
+  if (v.capacity() > 64 && v.size() < v.capacity() / 4) v.shrink_to_fit();
 }
 
 }  // namespace
