@@ -4,10 +4,13 @@
 
 trainsim runs for --minutes under `steptrace attach -p` and under
 `steptrace top -- ...` (in a pseudo-terminal), one after the other. Every
-10 s the tracer's RSS and CPU time are sampled from /proc. Reported per mode:
+10 s the tracer's RSS and CPU time are sampled from /proc (every --sample-s). Reported per mode:
 
   rss_slope_mib_per_hour  least-squares slope of RSS after the first
-                          --settle-s seconds (target < 1 MiB/hour)
+                          --settle-s seconds
+  rss_floor_slope_...     the same over each minute's lowest RSS (what the
+                          session keeps; the window's fill and fold make RSS
+                          swing within a minute) (target < 1 MiB/hour)
   cpu_per_step_ratio      tracer CPU per training step in the last 10 % of
                           the run over the first 10 % (after settling;
                           target <= 1.1), steps counted from trainsim's truth
@@ -127,7 +130,7 @@ def run_mode(mode, args, build):
                         break
             except OSError:
                 pass
-        if now - last >= 10:
+        if now - last >= args.sample_s:
             last = now
             s = proc_sample(tracer_pid)
             if s is None:
@@ -164,6 +167,14 @@ def run_mode(mode, args, build):
     out = {"mode": mode, "samples": samples, "minutes": args.minutes, "scenario": args.scenario}
     if len(settled) >= 4:
         out["rss_slope_mib_per_hour"] = slope_per_hour([(s["t_s"], s["rss_bytes"] / 1048576.0) for s in settled])
+        # RSS swings with the window (it fills, folds, its copy is freed): the
+        # floor of each minute is the memory the session keeps.
+        floors = {}
+        for s in settled:
+            m = int(s["t_s"] // 60)
+            floors[m] = min(floors.get(m, (0, 1 << 62)), (s["t_s"], s["rss_bytes"]), key=lambda x: x[1])
+        out["rss_floor_slope_mib_per_hour"] = slope_per_hour([(t, b / 1048576.0) for t, b in floors.values()])
+        out["rss_max_mib"] = max(s["rss_bytes"] for s in settled) / 1048576.0
         out["rss_first_mib"] = settled[0]["rss_bytes"] / 1048576.0
         out["rss_last_mib"] = settled[-1]["rss_bytes"] / 1048576.0
         k = max(1, len(settled) // 10)
@@ -188,7 +199,9 @@ def main():
     ap.add_argument("--minutes", type=float, default=20)
     ap.add_argument("--mode", default="attach,top")
     ap.add_argument("--scenario", default="compute-bound")
-    ap.add_argument("--settle-s", type=float, default=60, help="samples before this are the first window's growth")
+    ap.add_argument("--settle-s", type=float, default=300,
+                    help="samples before this are the start-up growth (the first windows, --keep-steps filling)")
+    ap.add_argument("--sample-s", type=float, default=1)
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -198,8 +211,9 @@ def main():
     for mode in args.mode.split(","):
         r = run_mode(mode, args, os.path.abspath(args.build_dir))
         results.append(r)
-        print(f"{mode}: RSS {r.get('rss_first_mib', 0):.1f} -> {r.get('rss_last_mib', 0):.1f} MiB, slope "
-              f"{r.get('rss_slope_mib_per_hour', float('nan')):.2f} MiB/hour; CPU per step last/first "
+        print(f"{mode}: RSS {r.get('rss_first_mib', 0):.1f} -> {r.get('rss_last_mib', 0):.1f} MiB (max "
+              f"{r.get('rss_max_mib', 0):.1f}), slope {r.get('rss_slope_mib_per_hour', float('nan')):.2f} MiB/hour, of the "
+              f"per-minute floor {r.get('rss_floor_slope_mib_per_hour', float('nan')):.2f} MiB/hour; CPU per step last/first "
               f"{r.get('cpu_per_step_ratio') or float('nan'):.3f} "
               f"({(r.get('cpu_first') or {}).get('cpu_ms_per_step')} -> {(r.get('cpu_last') or {}).get('cpu_ms_per_step')} ms)",
               flush=True)

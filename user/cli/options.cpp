@@ -92,8 +92,8 @@ void add_output_flags(CLI::App* app, Options& o) {
 void add_window_flags(CLI::App* app, Options& o) {
   app->add_option("--window", o.window_s,
                   "Every this many seconds of trace, fold the steps that are over into per-rank totals and forget "
-                  "their timeline, so memory stays bounded however long the session runs (default 10; 0 keeps the "
-                  "whole session in memory)")
+                  "their timeline, so memory stays bounded however long the session runs (default 10; 0: fold only "
+                  "at --max-memory)")
       ->check(CLI::Range(0.0, 86400.0));
   app->add_option_function<std::string>(
          "--max-memory",

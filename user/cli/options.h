@@ -50,7 +50,7 @@ struct Options {
   std::string record_path;               // record -o FILE: raw events to a capture file
   uint64_t max_capture_bytes = 0;        // record --max-size: 0 = no cap
   std::string capture_path;              // report FILE
-  double window_s = 10;                  // --window: fold every this many seconds of trace (0: never)
+  double window_s = 10;                  // --window: fold every this many seconds of trace (0: only at the cap)
   uint64_t max_memory_bytes = 1ull << 30; // --max-memory: the analysis' memory cap (0: none)
   uint32_t keep_steps = 4096;            // --keep-steps: steps per rank kept in detail
   int verbose = 0;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "session/session.h"
 
+#include <malloc.h>
+
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 #include <sys/resource.h>
@@ -246,7 +248,13 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
     sc.proc_root = root.proc();
     s->signals_ = std::make_unique<signals::DeviceSignals>(sc);
     s->pipe_.analysis().device_signals = &s->signals_->data();
-    s->pipe_.set_fold_observer([sp = s.get()](uint64_t keep_from) { sp->signals_->forget_before(keep_from); });
+    s->pipe_.set_fold_observer([sp = s.get()](uint64_t keep_from) {
+      sp->signals_->forget_before(keep_from);
+      // The fold freed a window's worth (and its analysis copy): hand it back
+      // to the system, or the allocator keeps the high-water mark of every
+      // window and RSS swings by a window each fold.
+      ::malloc_trim(0);
+    });
   }
   s->start_mono_ns_ = monotonic_ns();
   s->start_cpu_s_ = self_cpu_times().total();

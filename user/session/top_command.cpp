@@ -3,6 +3,7 @@
 // by the top sink (export/top.h) every interval, until the job ends or q.
 #include "session/top_command.h"
 
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -135,9 +136,12 @@ Result<SessionReport> run_top(const Options& o, std::atomic<int>* signal) {
           }
         }
         pending = std::async(std::launch::async,
-                             [snap = std::make_shared<LiveSnapshot>(std::move(*snap)), view, &state]() {
+                             [snap = std::make_shared<LiveSnapshot>(std::move(*snap)), view, &state]() mutable {
                                Session::analyse(*snap);
-                               return render_top_frame(snap->report, view, state);
+                               std::string frame = render_top_frame(snap->report, view, state);
+                               snap.reset();
+                               ::malloc_trim(0);  // the copy was a window's worth: give it back
+                               return frame;
                              });
       }
       if (pending.valid() && pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
