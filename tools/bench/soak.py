@@ -3,8 +3,9 @@
 """Soak benchmark (issue 15): does a long steptrace session stay bounded?
 
 trainsim runs for --minutes under `steptrace attach -p` and under
-`steptrace top -- ...` (in a pseudo-terminal), one after the other. Every
-10 s the tracer's RSS and CPU time are sampled from /proc (every --sample-s). Reported per mode:
+`steptrace top -- ...` (in a pseudo-terminal), one mode per run (--mode
+attach,top runs them one after the other). The tracer's RSS and CPU time are
+sampled from /proc every --sample-s (default 1 s). Reported per mode:
 
   rss_slope_mib_per_hour  least-squares slope of RSS after the first
                           --settle-s seconds
