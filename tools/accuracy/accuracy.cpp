@@ -78,7 +78,7 @@ bool run_scenario(const ScenarioRun& run, ScenarioResult* out, std::string* err)
   if (run.window_s >= 0) o.window_s = run.window_s;
   pid_t job = -1;
   if (run.attach) {
-    std::vector<std::string> args = {"/bin/sh", "-c", "sleep 1; exec \"$@\"", "sh"};
+    std::vector<std::string> args = {"/bin/sh", "-c", "sleep 4; exec \"$@\"", "sh"};
     args.insert(args.end(), o.argv.begin(), o.argv.end());
     job = spawn(args);
     if (job < 0) {

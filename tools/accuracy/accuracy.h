@@ -18,8 +18,9 @@ struct ScenarioRun {
   std::string trainsim;                 // path to the trainsim binary
   double timeout_s = 120;
   // attach -p to the job instead of run: the job starts under a shell that
-  // waits a second and execs it (same pid), so tracing sees it from its first
-  // step; tracing ends timeout_s after the start.
+  // waits 4 s and execs it (same pid), so tracing - loading the programs
+  // takes over a second on a cold CI machine - sees it from its first step;
+  // tracing ends timeout_s after the start.
   bool attach = false;
   uint32_t keep_steps = 0;   // --keep-steps (0: the default)
   double window_s = -1;      // --window (-1: the default)
