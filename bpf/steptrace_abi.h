@@ -16,10 +16,11 @@
 #include <linux/types.h>
 #endif
 
-#define ST_ABI_VERSION 3
+#define ST_ABI_VERSION 4
 /* Oldest record layout this build still reads (capture files). v1 -> v2:
  * st_sched_switch grew prev_queue_ns; v1 switch records decode with it unknown.
- * v2 -> v3: kind ST_EV_RDMA_VERB added (no existing layout changed). */
+ * v2 -> v3: kind ST_EV_RDMA_VERB added (no existing layout changed).
+ * v3 -> v4: kind ST_EV_USER_NOTE added (written by userspace, never by BPF). */
 #define ST_ABI_MIN_READABLE 1
 #define ST_COMM_LEN 16
 #define ST_MAX_TARGETS 65536   /* traced tgids (follows fork) */
@@ -44,7 +45,8 @@ enum st_event_kind {
 	ST_EV_UPROBE = 12,
 	ST_EV_ACCEL_TP = 13,   /* a neuron:* driver tracepoint (struct st_accel_tp) */
 	ST_EV_RDMA_VERB = 14,  /* a uverbs call: the EFA control path (struct st_rdma_verb) */
-	ST_EV_KIND_MAX = 15, /* one past the last kind; sizes the stats arrays */
+	ST_EV_USER_NOTE = 15,  /* userspace's own facts (struct st_user_note): identities, probes */
+	ST_EV_KIND_MAX = 16, /* one past the last kind; sizes the stats arrays */
 };
 
 /* Subsystems that can be enabled in st_config.enabled. */
@@ -391,6 +393,25 @@ struct st_proc_agg {
 
 #ifdef __cplusplus
 static_assert(sizeof(struct st_proc_agg) == 72, "proc_agg layout");
+#endif
+
+/*
+ * What userspace learns outside the kernel's records and the analysis needs
+ * again on replay (a process's container and launcher identity, where a
+ * runtime library was probed): written into the record stream by the
+ * session, so live sessions and captures see the same facts in the same
+ * place. BPF never emits it. The payload is a JSON object of `len` bytes
+ * right after the struct (hdr.size = sizeof + len); "note" names its type.
+ */
+#define ST_USER_NOTE_MAX 16384
+struct st_user_note {
+	struct st_event_header hdr;
+	__u32 len;
+	__u32 reserved;
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct st_user_note) == 32, "user_note layout");
 #endif
 
 #endif /* STEPTRACE_ABI_H */

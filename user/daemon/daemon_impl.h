@@ -108,6 +108,7 @@ class Daemon {
   void seed_parents();
   void scan_for_libs();
   void attach_lib(const std::string& path);
+  void attach_mapped_lib(uint32_t pid, const MappedLib& lib);
   void close_window(uint64_t now, const char* reason);
   void publish(const JobAnalysis& ja, bool detail);
   void sample_cpu();

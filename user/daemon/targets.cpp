@@ -12,6 +12,7 @@
 
 #include "util/log.h"
 #include "util/sys_root.h"
+#include "util/text.h"
 
 namespace steptrace::daemon {
 
@@ -147,8 +148,20 @@ void Daemon::attach_lib(const std::string& path) {
   log::info("probing {} ({} functions)", path, attached);
 }
 
+// A library as a process maps it: reached through the process's own root
+// (a container's paths are not ours), probed once per inode.
+void Daemon::attach_mapped_lib(uint32_t pid, const MappedLib& lib) {
+  if (!tracer_ || !probed_libs_.insert(lib.key()).second) return;
+  auto where = resolve_mapped_lib("/proc", pid, lib);
+  if (where.path.empty()) {
+    log::warn("cannot reach {} as process {} maps it: {}", host_string(lib.path), pid, host_string(where.error));
+    return;
+  }
+  attach_lib(where.path);
+}
+
 void Daemon::scan_for_libs() {
-  lib_scan_.scan(monotonic_ns(), "/proc", [this](const std::string& path) { attach_lib(path); });
+  lib_scan_.scan(monotonic_ns(), "/proc", [this](uint32_t pid, const MappedLib& lib) { attach_mapped_lib(pid, lib); });
 }
 
 void Daemon::on_raw_record(const st_event_header& h, const void* data, size_t len) {

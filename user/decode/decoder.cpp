@@ -27,6 +27,7 @@ std::string_view kind_name(uint32_t kind) {
     case ST_EV_UPROBE: return "uprobe";
     case ST_EV_ACCEL_TP: return "accel_tp";
     case ST_EV_RDMA_VERB: return "rdma_verb";
+    case ST_EV_USER_NOTE: return "user_note";
     default: return "unknown";
   }
 }

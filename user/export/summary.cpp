@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "export/summary.h"
+
+#include "export/provenance.h"
 #include "export/report_stats.h"
 #include "util/text.h"
 
@@ -167,6 +169,12 @@ nlohmann::json summary_json(const SessionReport& r) {
   j["warnings"] = r.warnings;
   j["runtime_libs"] = r.runtime_libs;
   j["job"] = job_json(r.job);
+  j["source"] = provenance_json(r);
+  for (size_t i = 0; i < r.job.ranks.size() && i < j["job"]["ranks"].size(); ++i) {
+    auto& rj = j["job"]["ranks"][i];
+    rj["identity"] = rank_identity_json(r.job.ranks[i], r.analysis);
+    rj["step_source_reason"] = step_source_reason(r.job.ranks[i], r.analysis.notes);
+  }
   return j;
 }
 

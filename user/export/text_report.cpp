@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "export/provenance.h"
 #include "export/report_stats.h"
 #include "util/text.h"
 
@@ -145,6 +146,21 @@ void verdict_section(std::string& o, const SessionReport& r, const Painter& pain
 }
 
 // 2-5. Steps, percentiles, evidence, ranks (when there are ranks).
+// Who each rank is (container, pod, the launcher's rank) and where its steps came from, and why.
+void sources_section(std::string& o, const SessionReport& r, const Painter& paint) {
+  o += "\n" + paint("Where the ranks run and where their steps come from", "1") + "\n";
+  for (const auto& rk : r.job.ranks) {
+    std::string who = fmt::format("rank {} (pid {}, {})", rk.rank, rk.pid, rk.comm.empty() ? "?" : rk.comm);
+    if (const ProcIdentity* id = identity_of(r.analysis, rk.pid)) {
+      if (auto d = id->describe(); !d.empty()) who += ": " + d;
+      if (auto it = id->env.find("RANK"); it != id->env.end()) who += ", RANK=" + it->second;
+    }
+    o += wrap("  ", who, "    ");
+    o += wrap("    steps from ", fmt::format("{}: {}", step_source_name(rk.source), step_source_reason(rk, r.analysis.notes)),
+              "      ");
+  }
+}
+
 void ranks_sections(std::string& o, const SessionReport& r, const TextStyle& style, const Painter& paint) {
   const auto& job = r.job;
   const auto& v = job.verdict;
@@ -203,6 +219,7 @@ void ranks_sections(std::string& o, const SessionReport& r, const TextStyle& sty
       o += wrap("  ", fmt::format("rank {} arrived last at the collective, {} late on average (cause: {})",
                                   v.straggler_rank, human_ns(v.straggler_late_ns), category_name(v.straggler_cause)),
                 "  ");
+    sources_section(o, r, paint);
   }
 }
 
@@ -325,6 +342,15 @@ void footer_section(std::string& o, const SessionReport& r, const Painter& paint
                        r.drain_ms)) +
        "\n";
   memory_line(o, r);
+  {
+    const auto& src = r.source;
+    auto t0 = wall_clock_text(src, r.window_start_ns);
+    o += wrap("  source: ",
+              fmt::format("host {}, kernel {}, steptrace {}{}", src.host.empty() ? "?" : src.host,
+                          src.kernel.empty() ? "?" : src.kernel, src.recorded_by.empty() ? "?" : src.recorded_by,
+                          t0.empty() ? "" : ", t0 " + t0 + " (wall clock)"),
+              "    ");
+  }
   if (!r.end_reason.empty() || !r.job_outcome.empty())
     o += fit(fmt::format("  tracing ended: {}{}", r.end_reason.empty() ? "ended" : r.end_reason,
                          r.job_outcome.empty() ? "" : "; the job " + r.job_outcome)) +

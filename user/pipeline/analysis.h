@@ -11,6 +11,7 @@
 #include "decode/decoder.h"
 #include "capture/drop_stats.h"
 #include "capture/attach_tier.h"
+#include "pipeline/process_notes.h"
 #include "timeline/collector_stats.h"
 #include "timeline/thread_table.h"
 #include "timeline/timeline_store.h"
@@ -50,6 +51,7 @@ struct Analysis {
   TimelineStore timeline;  // one window of it once fold() has run
   StepLedger ledger;       // the steps folded out of the timeline
   SocketIds sockets;       // kernel socket ids -> connection keys
+  ProcessNotes notes;      // who each process is, where its runtime was probed
   const signals::SignalsData* device_signals = nullptr;  // set by the session for finish()
 
   void on_event(const Event& raw) {
@@ -70,8 +72,19 @@ struct Analysis {
   size_t memory_bytes() const;
 };
 
+// Where a report's data came from, so outputs from a fleet can be told apart
+// and lined up with other tools' traces (PyTorch profiler, neuron-profile).
+struct Provenance {
+  std::string host, kernel;
+  std::string recorded_by;  // the steptrace version that traced (a capture's, on replay)
+  std::string boot_id;      // /proc/sys/kernel/random/boot_id: monotonic times compare only within one boot
+  // Wall time = CLOCK_MONOTONIC + this (read at the start of tracing); 0 when unknown.
+  int64_t realtime_minus_monotonic_ns = 0;
+};
+
 // What a finished session knows: the analysis plus how the tracing went.
 struct SessionReport {
+  Provenance source;
   Analysis analysis;
   JobAnalysis job;
   DecodeStats decode;

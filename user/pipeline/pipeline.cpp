@@ -4,15 +4,23 @@
 #include <algorithm>
 #include <cstring>
 
+#include "capture/user_note.h"
+
 namespace steptrace {
 
 void Pipeline::push(const void* data, size_t len) {
   ++records_;
   ++window_records_;
-  if (observer_ && len >= sizeof(st_event_header)) {
+  if (len >= sizeof(st_event_header)) {
     st_event_header h;
     std::memcpy(&h, data, sizeof(h));
-    observer_(h, data, len);
+    if (observer_) observer_(h, data, len);
+    // Userspace's own facts: not events in time, so not reordered or decoded.
+    if (h.kind == ST_EV_USER_NOTE) {
+      if (auto note = parse_user_note(data, len)) analysis_.notes.on_note(h.pid, *note);
+      else ++analysis_.notes.malformed;
+      return;
+    }
   }
   if (auto ev = decoder_.decode(data, len)) {
     newest_ts_ = std::max<uint64_t>(newest_ts_, header_of(*ev).ts_ns);

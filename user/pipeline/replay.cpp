@@ -8,6 +8,7 @@
 
 #include "capture/capture_file.h"
 #include "pipeline/pipeline.h"
+#include "util/text.h"
 
 namespace steptrace {
 namespace {
@@ -52,6 +53,16 @@ Result<SessionReport> replay(const std::function<Result<CaptureContents>(const R
   r.ring_mib = meta_uint<uint32_t>(m, "ring_mib", 0, r.warnings);
   r.drain_ms = meta_uint<uint32_t>(m, "drain_ms", 0, r.warnings);
   r.wall_s = r.window_end_ns > r.window_start_ns ? static_cast<double>(r.window_end_ns - r.window_start_ns) / 1e9 : 0;
+  auto meta_str = [&m](const char* key) -> std::string {
+    auto it = m.find(key);
+    return it != m.end() && it->is_string() ? host_string(utf8_prefix(it->get_ref<const std::string&>(), 256)) : "";
+  };
+  r.source.host = meta_str("host");
+  r.source.kernel = meta_str("kernel");
+  r.source.recorded_by = meta_str("steptrace_version");
+  r.source.boot_id = meta_str("boot_id");
+  if (auto it = m.find("realtime_minus_monotonic_ns"); it != m.end() && it->is_number_integer())
+    r.source.realtime_minus_monotonic_ns = it->get<int64_t>();
   if (auto it = m.find("attach_tiers"); it != m.end()) {
     if (it->is_object()) {
       for (auto t = it->begin(); t != it->end(); ++t)

@@ -1,7 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "session/lib_probes.h"
 
+#include <fmt/core.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "loader/tracer.h"
 #include "session/session.h"
@@ -40,8 +46,43 @@ void LibScanQueue::add(uint32_t pid, uint64_t now_ns) {
   pending_.emplace(pid, State{now_ns, now_ns, 20'000'000ull});
 }
 
+std::string MappedLib::key() const { return fmt::format("{:x}:{:x}:{}", dev_major, dev_minor, inode); }
+
+std::string file_key(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return fmt::format("{:x}:{:x}:{}", major(st.st_dev), minor(st.st_dev), st.st_ino);
+}
+
+LibOpenPath resolve_mapped_lib(const std::string& proc_root, uint32_t pid, const MappedLib& lib) {
+  const std::string base = proc_root + "/" + std::to_string(pid);
+  LibOpenPath out;
+  // Through the process's root: the same path walk the job's own open took.
+  // The inode number is compared, not the device: on overlayfs stat() shows
+  // the overlay's device, the maps the layer's.
+  const std::string rooted = base + "/root" + lib.path;
+  struct stat st {};
+  if (::stat(rooted.c_str(), &st) != 0) {
+    out.error = fmt::format("{}: {}", rooted, std::strerror(errno));
+  } else if (S_ISREG(st.st_mode) && st.st_ino == lib.inode) {
+    out.path = rooted;
+    return out;
+  } else {
+    out.error = fmt::format("{} is another file than the one mapped (inode {}, not {})", rooted, st.st_ino, lib.inode);
+  }
+  const std::string mapped = base + "/map_files/" + lib.range;
+  if (::stat(mapped.c_str(), &st) != 0) {
+    out.error += fmt::format("; {}: {}", mapped, std::strerror(errno));
+  } else if (!S_ISREG(st.st_mode) || st.st_ino != lib.inode) {
+    out.error += fmt::format("; {} is another file than the one mapped", mapped);
+  } else {
+    out.path = mapped;
+  }
+  return out;
+}
+
 void LibScanQueue::scan(uint64_t now, const std::string& proc_root,
-                        const std::function<void(const std::string&)>& found) {
+                        const std::function<void(uint32_t, const MappedLib&)>& found) {
   for (auto it = pending_.begin(); it != pending_.end();) {
     auto& st = it->second;
     if (now < st.next_scan_ns) {
@@ -54,9 +95,9 @@ void LibScanQueue::scan(uint64_t now, const std::string& proc_root,
       continue;
     }
     bool found_runtime = false;
-    for (const auto& path : find_probe_libs(*maps)) {
-      found(path);
-      if (path.find("libnrt") != std::string::npos) found_runtime = true;
+    for (const auto& lib : find_mapped_probe_libs(*maps)) {
+      found(it->first, lib);
+      if (lib.path.find("libnrt") != std::string::npos) found_runtime = true;
     }
     if (found_runtime || now - st.first_seen_ns > 5'000'000'000ull) {
       it = pending_.erase(it);

@@ -14,6 +14,35 @@ namespace steptrace {
 
 class BpfTracer;
 
+// A runtime or marker library in a process's /proc/PID/maps: the path as the
+// process sees it (in its own mount namespace), the address range of one of
+// its mappings, and the device and inode the kernel really maps.
+struct MappedLib {
+  std::string path;
+  std::string range;  // "7f0000-7f1000": the /proc/PID/map_files entry
+  uint32_t dev_major = 0, dev_minor = 0;
+  uint64_t inode = 0;
+  // One probe per file: the same library seen through two paths (two
+  // containers, a bind mount, the host) is one inode.
+  std::string key() const;
+};
+
+// Where steptrace can open a library `pid` maps. A container's paths mean
+// nothing in steptrace's own mount namespace (the file is absent, or another
+// one), so the path is resolved through /proc/PID/root and checked against
+// the mapped inode; when that fails, /proc/PID/map_files/RANGE names the
+// mapped file itself (it needs CAP_SYS_ADMIN). `error` says why neither works.
+struct LibOpenPath {
+  std::string path;   // empty when nothing reaches the file
+  std::string error;  // why the first choice was not used, or why nothing works
+};
+LibOpenPath resolve_mapped_lib(const std::string& proc_root, uint32_t pid, const MappedLib& lib);
+// The MappedLib::key() of a file by its path here (libraries probed up front); "" when it cannot be stat()ed.
+std::string file_key(const std::string& path);
+
+// Runtime and marker libraries in a /proc/PID/maps text (one entry per file).
+std::vector<MappedLib> find_mapped_probe_libs(const std::string& maps);
+
 // Attaches the uprobes `path` offers: entry and return of nrt_execute,
 // nrt_tensor_write and nrt_tensor_read in a runtime library, the entry of
 // steptrace_step in the marker library. A probe that fails adds a line to
@@ -29,9 +58,10 @@ class LibScanQueue {
   void add(uint32_t pid, uint64_t now_ns);
   bool empty() const { return pending_.empty(); }
   void clear() { pending_.clear(); }
-  // Scans the processes that are due under proc_root; found(path) for each
-  // runtime or marker library mapped. Gone processes are dropped.
-  void scan(uint64_t now_ns, const std::string& proc_root, const std::function<void(const std::string&)>& found);
+  // Scans the processes that are due under proc_root; found(pid, lib) for
+  // each runtime or marker library mapped. Gone processes are dropped.
+  void scan(uint64_t now_ns, const std::string& proc_root,
+            const std::function<void(uint32_t, const MappedLib&)>& found);
 
  private:
   struct State {

@@ -23,8 +23,11 @@
 #include "loader/tracer_setup.h"
 #include "steptrace_abi.h"
 #include "util/log.h"
+#include "capture/user_note.h"
+#include "util/proc_identity.h"
 #include "util/self_usage.h"
 #include "util/text.h"
+#include "util/version.h"
 
 namespace steptrace {
 
@@ -166,6 +169,26 @@ static Result<std::vector<uint32_t>> choose_targets(const Options& o, const SysR
   return seed;
 }
 
+// Read once at the start: where the data comes from, and the wall-clock anchor.
+static Provenance read_provenance(const std::string& proc_root, const std::string& kernel) {
+  Provenance p;
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  p.host = host_string(host);
+  p.kernel = kernel;
+  p.recorded_by = kVersion;
+  if (auto b = read_small_file(proc_root + "/sys/kernel/random/boot_id", 64)) {
+    std::string_view v = *b;
+    while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.remove_suffix(1);
+    p.boot_id = host_string(v);
+  }
+  struct timespec rt {};
+  clock_gettime(CLOCK_REALTIME, &rt);
+  uint64_t real_ns = static_cast<uint64_t>(rt.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(rt.tv_nsec);
+  p.realtime_minus_monotonic_ns = static_cast<int64_t>(real_ns - monotonic_ns());
+  return p;
+}
+
 Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot& root) {
   std::unique_ptr<Session> s(new Session());
   s->opts_ = o;
@@ -211,7 +234,10 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   s->reader_ = std::move(*reader);
   // A new program image may load the runtime library or the step marker.
   s->pipe_.set_observer([sp = s.get()](const st_event_header& h, const void*, size_t) {
-    if (h.kind == ST_EV_TASK_EXEC) sp->note_new_process(h.pid);
+    if (h.kind == ST_EV_TASK_EXEC) {
+      sp->note_identity(h.pid);
+      sp->note_new_process(h.pid);
+    }
   });
 
   if (auto st = s->dev_files_.resolve(*s->tracer_, true); !st) return st.error();
@@ -222,6 +248,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
       for (const auto& lib : resolve_needed_libs(o.argv.front())) s->attach_lib(lib);
   }
   auto add_seed = [&](uint32_t pid) -> Status {
+    s->note_identity(pid);
     s->note_new_process(pid);
     if (auto st = s->tracer_->add_target(pid); !st) return st.error();
     for (uint32_t tid : root.threads_of(pid))
@@ -258,6 +285,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   }
   s->start_mono_ns_ = monotonic_ns();
   s->start_cpu_s_ = self_cpu_times().total();
+  s->report_.source = read_provenance(root.proc(), s->features_.release);
   if (!o.record_path.empty()) {
     auto w = CaptureWriter::create(o.record_path, s->capture_meta(), {o.max_capture_bytes, o.force});
     if (!w) return w.error();
@@ -280,15 +308,13 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
 }
 
 nlohmann::json Session::capture_meta() const {
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  struct timespec rt {};
-  clock_gettime(CLOCK_REALTIME, &rt);
-  uint64_t real_ns = static_cast<uint64_t>(rt.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(rt.tv_nsec);
   nlohmann::json tiers = nlohmann::json::object();
   for (const auto& t : report_.tiers) tiers[t.collector] = t.tier;
-  return {{"host", host},
-          {"kernel", features_.release},
+  const Provenance& p = report_.source;
+  return {{"host", p.host},
+          {"kernel", p.kernel},
+          {"steptrace_version", p.recorded_by},
+          {"boot_id", p.boot_id},
           {"abi_version", ST_ABI_VERSION},
           {"argv", opts_.argv},
           {"pids", opts_.target.pids},
@@ -299,24 +325,8 @@ nlohmann::json Session::capture_meta() const {
           {"drain_ms", opts_.drain_ms},
           {"attach_tiers", tiers},
           // Wall time = monotonic + this offset (BPF timestamps are CLOCK_MONOTONIC).
-          {"realtime_minus_monotonic_ns", static_cast<int64_t>(real_ns - monotonic_ns())},
+          {"realtime_minus_monotonic_ns", p.realtime_minus_monotonic_ns},
           {"window_start_ns", monotonic_ns()}};
-}
-
-void Session::note_new_process(uint32_t pid) {
-  if (!(opts_.subsystems & ST_SUB_UPROBE) || !opts_.discover_libs) return;
-  scan_.add(pid, monotonic_ns());
-}
-
-void Session::attach_lib(const std::string& path) {
-  if (!probed_libs_.insert(path).second) return;
-  int attached = attach_lib_probes(*tracer_, path, &report_.warnings);
-  log::info("probing {} ({} functions)", path, attached);
-  report_.runtime_libs.push_back(host_string(path));
-}
-
-void Session::scan_for_libs() {
-  scan_.scan(monotonic_ns(), root_.proc(), [this](const std::string& path) { attach_lib(path); });
 }
 
 void Session::on_record(const void* data, size_t len) {
@@ -337,6 +347,7 @@ void Session::on_record(const void* data, size_t len) {
 Status Session::poll() {
   // Device files first: a simulated device's first ioctls follow its mount closely.
   if (auto s = dev_files_.resolve(*tracer_, false); !s) return s;
+  flush_notes();
   auto n = reader_->drain();
   if (!n) return n.error();
   pipe_.advance();
@@ -387,6 +398,7 @@ Result<SessionReport> Session::finish() {
     }
   }
   if (auto s = poll(); !s) return s.error();
+  flush_notes();
   pipe_.flush();
   uint64_t end = monotonic_ns();
   report_.window_start_ns = start_mono_ns_;

@@ -75,7 +75,12 @@ class Session {
   // Runtime library / step marker discovery: uprobes once per library file.
   void note_new_process(uint32_t pid);
   void scan_for_libs();
-  void attach_lib(const std::string& path);
+  void attach_lib(const std::string& path);  // probed up front, by a path of this host
+  void attach_mapped_lib(uint32_t pid, const MappedLib& lib);
+  // Who the process is (container, pod, launcher): a user note, when it says anything.
+  void note_identity(uint32_t pid);
+  void emit_note(uint32_t pid, const nlohmann::json& body);
+  void flush_notes();
   void on_record(const void* data, size_t len);
   nlohmann::json capture_meta() const;
 
@@ -95,7 +100,8 @@ class Session {
   SessionReport report_;  // how the tracing went (the analysis joins it at finish)
   DevFileSet dev_files_;
   LibScanQueue scan_;
-  std::set<std::string> probed_libs_;
+  std::set<std::string> probed_libs_;  // by MappedLib::key() (the inode), else by path
+  std::vector<std::vector<uint8_t>> pending_notes_;
   uint64_t start_mono_ns_ = 0;
   double start_cpu_s_ = 0;
   bool finished_ = false;

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+// The session's facts from outside the kernel's records: where the runtime
+// library of each process is and how it was probed (through the process's
+// own root: a container's paths are not the host's), and who each process
+// is. Both become user notes in the record stream (capture/user_note.h).
+#include <fmt/core.h>
+
+#include "capture/user_note.h"
+#include "loader/tracer.h"
+#include "session/session.h"
+#include "util/log.h"
+#include "util/proc_identity.h"
+#include "util/text.h"
+
+namespace steptrace {
+
+void Session::note_new_process(uint32_t pid) {
+  if (!(opts_.subsystems & ST_SUB_UPROBE) || !opts_.discover_libs) return;
+  scan_.add(pid, monotonic_ns());
+}
+
+void Session::note_identity(uint32_t pid) {
+  auto id = read_proc_identity(root_.proc(), pid);
+  if (!id.empty()) emit_note(pid, identity_note(id));
+}
+
+void Session::emit_note(uint32_t pid, const nlohmann::json& body) {
+  auto rec = make_user_note(monotonic_ns(), pid, body);
+  if (!rec.empty()) pending_notes_.push_back(std::move(rec));
+}
+
+// Notes join the record stream between drains (never from inside the
+// pipeline's observer), so the capture holds them where the analysis saw them.
+void Session::flush_notes() {
+  auto notes = std::move(pending_notes_);
+  pending_notes_.clear();
+  for (const auto& rec : notes) on_record(rec.data(), rec.size());
+}
+
+void Session::attach_lib(const std::string& path) {
+  std::string key = file_key(path);
+  if (!probed_libs_.insert(key.empty() ? path : key).second) return;
+  LibProbeNote note;
+  note.path = note.via = host_string(path);
+  note.functions = attach_lib_probes(*tracer_, path, &report_.warnings);
+  log::info("probing {} ({} functions)", path, note.functions);
+  report_.runtime_libs.push_back(host_string(path));
+  emit_note(0, probe_note(note));
+}
+
+void Session::attach_mapped_lib(uint32_t pid, const MappedLib& lib) {
+  if (!probed_libs_.insert(lib.key()).second) return;
+  LibProbeNote note;
+  note.pid = pid;
+  note.path = host_string(lib.path);
+  auto where = resolve_mapped_lib(root_.proc(), pid, lib);
+  if (where.path.empty()) {
+    note.error = host_string(where.error);
+    report_.warnings.push_back(fmt::format("cannot reach {} as process {} maps it: {}", note.path, pid, note.error));
+  } else {
+    note.via = host_string(where.path);
+    std::vector<std::string> failed;
+    note.functions = attach_lib_probes(*tracer_, where.path, &failed);
+    if (!failed.empty()) note.error = host_string(failed.front());
+    report_.warnings.insert(report_.warnings.end(), failed.begin(), failed.end());
+    log::info("probing {} of process {} through {} ({} functions)", lib.path, pid, where.path, note.functions);
+  }
+  report_.runtime_libs.push_back(note.path);
+  emit_note(pid, probe_note(note));
+}
+
+void Session::scan_for_libs() {
+  scan_.scan(monotonic_ns(), root_.proc(), [this](uint32_t pid, const MappedLib& lib) { attach_mapped_lib(pid, lib); });
+}
+
+}  // namespace steptrace
