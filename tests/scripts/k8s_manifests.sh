@@ -3,8 +3,9 @@
 # and the prometheus-operator CRD schemas (tests/kubernetes/validate.mjs, with
 # kubernetes-models from npm at the versions in tests/kubernetes/package-lock.json),
 # and steptrace's rules (no privileged, capabilities dropped, no job/pid label).
-# Then three broken copies of the DaemonSet must fail: privileged: true, no
-# selector, a wrong field type (so the check can fail).
+# Then broken copies must fail: a DaemonSet with privileged: true, one without
+# its selector, one with a wrong field type, a ServiceMonitor with a wrong
+# field type (so the check can fail).
 #   k8s_manifests.sh SOURCE_DIR BUILD_DIR
 # node_modules is installed with `npm ci --prefer-offline` into BUILD_DIR; with
 # no network that needs the npm cache tools/setup-deps.sh fills.
@@ -36,7 +37,10 @@ bad = text.replace("containerPort: 19464", "containerPort: metrics-port")
 assert bad != text
 open(sys.argv[2] + "/wrong-type.yaml", "w").write(bad)
 PY
-for broken in privileged no-selector wrong-type; do
+# A CRD kind too: ServiceMonitor endpoints as a string, not a list.
+sed 's/^  endpoints:$/  endpoints: metrics/; /^    - port: metrics$/,$d' "$src/packaging/kubernetes/servicemonitor.yaml" \
+  > "$t/crd-wrong-type.yaml"
+for broken in privileged no-selector wrong-type crd-wrong-type; do
   if node "$work/validate.mjs" "$t/$broken.yaml" > "$t/$broken.log" 2>&1; then
     cat "$t/$broken.log"
     echo "FAIL: the $broken DaemonSet passed"
