@@ -13,6 +13,10 @@ pkgs=(build-essential cmake ninja-build pkg-config clang llvm libbpf-dev bpftool
 pkgs+=(python3-jsonschema chromium tmux libclang-rt-dev)
 # automatic steps on a CPU-only PyTorch DDP job (gloo, DataLoader workers)
 pkgs+=(python3-torch)
+# packaging checks: YAML in check_package.sh; node + npm for the Kubernetes
+# manifest schema check (Debian's, unless a node with npm is there already)
+pkgs+=(python3-yaml)
+command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -27,3 +31,13 @@ if [ ! -d /sys/kernel/tracing/events ]; then
   mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || echo "setup-deps: could not mount tracefs" >&2
 fi
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true
+# The npm packages of tests/kubernetes/package-lock.json into npm's cache:
+# tests/scripts/k8s_manifests.sh then installs them without the network.
+top=$(cd "$(dirname "$0")/.." && pwd)
+if command -v npm >/dev/null 2>&1 && [ -f "$top/tests/kubernetes/package-lock.json" ]; then
+  t=$(mktemp -d)
+  cp "$top/tests/kubernetes/package.json" "$top/tests/kubernetes/package-lock.json" "$t/"
+  (cd "$t" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
+    echo "setup-deps: npm ci for the Kubernetes manifest check failed" >&2
+  rm -rf "$t"
+fi

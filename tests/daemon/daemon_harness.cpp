@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -141,6 +142,43 @@ std::optional<double> metric_value(const std::string& text, const std::string& n
     }
   }
   return std::nullopt;
+}
+
+std::vector<std::string> exposition_problems(const std::string& text) {
+  std::vector<std::string> out;
+  std::set<std::string> families;
+  std::string family, type;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      std::istringstream t(line.substr(7));
+      t >> family >> type;
+      if (!families.insert(family).second) out.push_back("second # TYPE for " + family);
+      continue;
+    }
+    if (line.empty() || line[0] == '#') continue;
+    std::string name = line.substr(0, line.find_first_of("{ "));
+    bool in_family = name == family;
+    if (type == "histogram" || type == "summary")
+      for (const char* suffix : {"_bucket", "_sum", "_count"})
+        if (name == family + suffix) in_family = true;
+    if (!in_family) out.push_back("sample of " + name + " inside family " + family + ": " + line);
+    // Label names: after '{' or ',' up to '='; values are skipped with their escapes.
+    size_t i = line.find('{');
+    if (i == std::string::npos || i > line.find(' ')) continue;
+    while (i < line.size() && line[i] != '}') {
+      size_t eq = line.find('=', i + 1);
+      if (eq == std::string::npos) break;
+      std::string label = line.substr(i + 1, eq - i - 1);
+      if (label == "job" || (label == "pid" && name != "steptrace_rank_info"))
+        out.push_back("label " + label + " on " + name);
+      size_t j = eq + 2;  // past ="
+      while (j < line.size() && line[j] != '"') j += line[j] == '\\' ? 2 : 1;
+      i = j + 1;  // ',' or '}'
+    }
+  }
+  return out;
 }
 
 std::string read_file(const std::string& path) {

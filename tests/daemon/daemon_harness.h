@@ -46,6 +46,14 @@ HttpResult http_post(int port, const std::string& path, const std::string& body 
 std::optional<double> metric_value(const std::string& text, const std::string& name,
                                    const std::vector<std::string>& needles = {});
 
+// What Prometheus's own parser lets through but the exposition must not
+// have: a family whose samples are not all together after its # TYPE line
+// (the text format wants one group per family), a second # TYPE for a family,
+// a `job` label (Prometheus's target label: it would become exported_job),
+// a `pid` label outside steptrace_rank_info (a new series at every restart).
+// One line per problem; empty when there is none.
+std::vector<std::string> exposition_problems(const std::string& text);
+
 // utime+stime of a process in seconds, and its RSS in bytes, from /proc.
 double proc_cpu_s(pid_t pid);
 uint64_t proc_rss(pid_t pid);

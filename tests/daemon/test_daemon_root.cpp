@@ -27,6 +27,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// `promtool check metrics` on an exposition: "" when it parses and its lint
+// finds nothing (exit 0), else promtool's exit status and output. It exits 3
+// for lint findings (missing HELP, names, units), 1 when it cannot parse.
+std::string promtool_check_metrics(const std::string& text, const std::string& dir) {
+  std::ofstream(dir + "/metrics.txt") << text;
+  std::string cmd = std::string(PROMTOOL_BIN) + " check metrics < '" + dir + "/metrics.txt' > '" + dir +
+                    "/promtool.log' 2>&1";
+  int rc = std::system(cmd.c_str());
+  if (WIFEXITED(rc) && WEXITSTATUS(rc) == 0) return "";
+  return "promtool exit " + std::to_string(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1) + ": " +
+         read_file(dir + "/promtool.log");
+}
+
 void require_root() {
   INFO("[root] tests load BPF programs: run them as root");
   REQUIRE(::geteuid() == 0);
@@ -259,14 +272,44 @@ TEST_CASE("daemon: Prometheus scrapes per-category series and the verdict of tra
     if (top.empty() || v > by_cat[top]) top = c;
   CHECK(top == "data_loading");
   CHECK(by_cat["data_loading"] > 1.0);
-  // Per rank: the series carry job/rank/pid labels.
+  // Per rank: the series carry training_job and rank; `job` is the scrape
+  // job's (no exported_job: the daemon exports no `job` of its own), no pid.
   auto per_rank = prom_query(prom_port, "steptrace_category_seconds_total{category=\"data_loading\"} > 0");
   REQUIRE(per_rank.is_array());
   CHECK(per_rank.size() >= 2);
   for (const auto& s : per_rank) {
+    INFO(s.dump());
     CHECK(s["metric"].contains("rank"));
+    CHECK(s["metric"].contains("training_job"));
+    CHECK(s["metric"]["job"] == "steptrace");
+    CHECK_FALSE(s["metric"].contains("exported_job"));
+    CHECK_FALSE(s["metric"].contains("pid"));
+  }
+  // The pids are in one info series per rank process, joined on (training_job, rank).
+  auto info = prom_query(prom_port, "steptrace_rank_info");
+  REQUIRE(info.is_array());
+  CHECK(info.size() >= 2);
+  for (const auto& s : info) {
+    INFO(s.dump());
     CHECK(s["metric"].contains("pid"));
-    CHECK(s["metric"].contains("job"));
+    CHECK(s["metric"].contains("comm"));
+    CHECK(s["metric"].contains("training_job"));
+  }
+  auto joined = prom_query(prom_port,
+                           "sum by (training_job, rank) (steptrace_category_seconds_total) * on (training_job, rank) "
+                           "group_left (pid) steptrace_rank_info");
+  REQUIRE(joined.is_array());
+  CHECK(joined.size() == per_rank.size());
+  // Across everything the daemon exports, read directly: no `job`, no `pid`
+  // outside the info metric, every family in one group; and promtool's lint
+  // (HELP, TYPE, names, units) finds nothing.
+  {
+    const std::string m = d.metrics();
+    INFO(m.substr(0, 3000));
+    auto problems = exposition_problems(m);
+    for (const auto& p : problems) std::fprintf(stderr, "exposition: %s\n", p.c_str());
+    CHECK(problems.empty());
+    CHECK(promtool_check_metrics(m, d.dir) == "");
   }
   // The verdict gauge: data_loading in most scrapes while the job ran.
   auto v = prom_query(prom_port, "sum by (verdict) (count_over_time((steptrace_verdict == 1)[5m:1s]))");
@@ -414,12 +457,12 @@ TEST_CASE("daemon: SIGHUP reloads the config file, and a step far over p99 dumps
     return false;
   };
   CHECK(until([&] { return d.metric("steptrace_config_reloads_total", {"result=\"ok\""}) == 1; }));
-  CHECK(d.metric("steptrace_cpu_budget_percent") == Approx(37));
+  CHECK(d.metric("steptrace_cpu_budget_ratio") == Approx(0.37));
   // A broken file is refused: counted, logged, the running config kept.
   std::ofstream(cfg) << "max_cpu_percent = \"lots\"\n";
   REQUIRE(::kill(d.proc.pid(), SIGHUP) == 0);
   CHECK(until([&] { return d.metric("steptrace_config_reloads_total", {"result=\"error\""}) == 1; }));
-  CHECK(d.metric("steptrace_cpu_budget_percent") == Approx(37));
+  CHECK(d.metric("steptrace_cpu_budget_ratio") == Approx(0.37));
   CHECK(d.proc.running());
   // Raising degrade_level applies at once (the steps below are counted at that level too).
   CHECK(d.metric("steptrace_degradation_level") == 0);
@@ -529,7 +572,11 @@ TEST_CASE("daemon: at level aggregated the per-process CPU and run-queue counter
   // Steps keep being counted (from the marker's uprobe records), categories are not.
   Proc job({"/bin/sh", "-c", "exec 3<'" + dev + "'; exec " + std::string(MARKER_DEMO) + " 100000 10 5"},
            d.dir + "/job.log");
-  const std::string pid_label = "pid=\"" + std::to_string(storm) + "\"";
+  // No pid label: the storm's series is the one with its comm (the test
+  // binary's, inherited over fork), which no other traced process has.
+  std::string storm_comm = read_file("/proc/" + std::to_string(storm) + "/comm");
+  while (!storm_comm.empty() && storm_comm.back() == '\n') storm_comm.pop_back();
+  const std::string pid_label = "comm=\"" + storm_comm + "\"";
   auto until = [&](auto pred, double s) {
     auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(s);
     while (std::chrono::steady_clock::now() < end) {
@@ -758,17 +805,11 @@ TEST_CASE("daemon: a job whose environment names it with invalid UTF-8, an escap
   REQUIRE(metric_value(m, "steptrace_step_duration_seconds_count").value_or(0) > 0);
   // The label as written: U+FFFD for the bad byte, the control characters
   // written out (\x1b, \x0a) and the text format's own escapes (\\ and \").
-  CHECK(m.find("job=\"\xef\xbf\xbd\\\\x1b[2J\\\"job\\\\\\\\\\\\x0ax\"") != std::string::npos);
+  CHECK(m.find("training_job=\"\xef\xbf\xbd\\\\x1b[2J\\\"job\\\\\\\\\\\\x0ax\"") != std::string::npos);
   CHECK(m.find('\x1b') == std::string::npos);
-  // Prometheus's own parser accepts the whole exposition.
-  std::ofstream(d.dir + "/metrics.txt") << m;
-  std::string cmd = std::string(PROMTOOL_BIN) + " check metrics < '" + d.dir + "/metrics.txt' > '" + d.dir +
-                    "/promtool.log' 2>&1";
-  int rc = std::system(cmd.c_str());
-  INFO(read_file(d.dir + "/promtool.log"));
-  // promtool exits 3 for lint findings (naming advice), 1 when it cannot parse.
-  CHECK((WIFEXITED(rc) && (WEXITSTATUS(rc) == 0 || WEXITSTATUS(rc) == 3)));
-  CHECK(read_file(d.dir + "/promtool.log").find("error while linting") == std::string::npos);
+  // Prometheus's own parser accepts the whole exposition, and its lint finds nothing.
+  CHECK(promtool_check_metrics(m, d.dir) == "");
+  CHECK(exposition_problems(m).empty());
   sim.stop(10);
   std::system(("rm -rf '" + sim_dir + "'").c_str());
 }

@@ -74,10 +74,15 @@ TEST_CASE("daemon config: errors name the problem", "[daemon]") {
   v.collectors = "sched,bogus";
   CHECK_FALSE(validate(v).ok());
 
-  auto l = split_listen("[::1]:9464");
+  auto l = split_listen("[::1]:19464");
   REQUIRE(l.ok());
   CHECK(l->first == "::1");
-  CHECK(l->second == 9464);
+  CHECK(l->second == 19464);
+  // A pod IP from the downward API (packaging/kubernetes), and the default port.
+  auto pod = split_listen("10.1.2.3:19464");
+  REQUIRE(pod.ok());
+  CHECK(pod->first == "10.1.2.3");
+  CHECK(DaemonConfig{}.listen == "127.0.0.1:19464");
   CHECK_FALSE(split_listen("127.0.0.1").ok());
   CHECK_FALSE(split_listen("127.0.0.1:99999").ok());
   CHECK_FALSE(split_listen("127.0.0.1:12x").ok());
@@ -127,8 +132,28 @@ TEST_CASE("exposition: escaping and number format", "[daemon]") {
   CHECK(format_value(1.0 / 0.0) == "+Inf");
   Exposition x;
   x.family("m_total", "counter", "help text");
-  x.sample("m_total", {{"job", "j\"1"}}, 2);
-  CHECK(x.text() == "# HELP m_total help text\n# TYPE m_total counter\nm_total{job=\"j\\\"1\"} 2\n");
+  x.sample("m_total", {{"training_job", "j\"1"}}, 2);
+  CHECK(x.text() == "# HELP m_total help text\n# TYPE m_total counter\nm_total{training_job=\"j\\\"1\"} 2\n");
+  // HELP text escapes backslash and newline (text format 0.0.4).
+  Exposition h;
+  h.family("g", "gauge", "a\\b\nc");
+  CHECK(h.text() == "# HELP g a\\\\b\\nc\n# TYPE g gauge\n");
+}
+
+TEST_CASE("exposition check: interleaved families and target labels are found", "[daemon]") {
+  using steptrace::test::exposition_problems;
+  const std::string good =
+      "# TYPE a_total counter\na_total{host=\"h\",training_job=\"j,=\\\"x\",rank=\"0\"} 1\n"
+      "# TYPE h histogram\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n"
+      "# TYPE steptrace_rank_info gauge\nsteptrace_rank_info{pid=\"1\"} 1\n";
+  CHECK(exposition_problems(good).empty());
+  // The EFA families as they were: samples of the two families alternating.
+  const std::string interleaved =
+      "# TYPE c_total counter\n# TYPE s_total counter\nc_total{where=\"a\"} 1\ns_total{where=\"a\"} 1\n";
+  CHECK(exposition_problems(interleaved).size() == 1);
+  CHECK(exposition_problems("# TYPE x gauge\nx{job=\"j\"} 1\n").size() == 1);
+  CHECK(exposition_problems("# TYPE x gauge\nx{rank=\"0\",pid=\"7\"} 1\n").size() == 1);
+  CHECK(exposition_problems("# TYPE x gauge\nx 1\n# TYPE x gauge\n").size() == 1);
 }
 
 TEST_CASE("CPU budget: degrades in order, recovers after the hold time", "[daemon]") {

@@ -23,7 +23,8 @@ void add_flags(CLI::App& app, DaemonConfig& c) {
   app.add_option("-c,--config", c.config_path, "Configuration file (TOML)")
       ->each([&c](const std::string&) { c.config_explicit = true; });
   app.add_option("--listen", c.listen,
-                 "HOST:PORT for the Prometheus endpoint (default 127.0.0.1:9464; anything else is an explicit choice)");
+                 "HOST:PORT for the Prometheus endpoint (default 127.0.0.1:19464; anything else is an explicit choice, e.g. "
+                 "the pod IP in Kubernetes)");
   app.add_option("--max-cpu", c.max_cpu_percent, "CPU budget in percent of one core (userspace + BPF run time)");
   app.add_option("--degrade-level", c.degrade_level,
                  "Start at this level of the degradation ladder (full, slow_drain, sampled, aggregated, no_net, "

@@ -14,11 +14,15 @@
 namespace steptrace::daemon {
 
 inline constexpr const char* kDefaultConfigPath = "/etc/steptrace/steptrace.toml";
+// The metrics port: not 9464 (the OpenTelemetry Prometheus exporter's default,
+// which a training job's own exporter may hold) and on no entry of the
+// Prometheus "default port allocations" list (steptrace.8, PORT).
+inline constexpr const char* kDefaultListen = "127.0.0.1:19464";
 
 struct DaemonConfig {
   std::string config_path = kDefaultConfigPath;
   bool config_explicit = false;        // --config given: a missing file is an error
-  std::string listen = "127.0.0.1:9464";
+  std::string listen = kDefaultListen;
   double max_cpu_percent = 1.0;        // of one core: userspace + BPF run time
   std::string degrade_level = "full";  // start at this level of the ladder, never recover past it
   uint32_t sample_every = 4;           // level sampled: per-event detail in 1 of this many windows
@@ -59,7 +63,7 @@ Result<DaemonConfig> load_config(int argc, const char* const* argv, int* exit_co
 
 // Checks ranges and formats ("HOST:PORT").
 Result<Ok> validate(const DaemonConfig& c);
-// "127.0.0.1:9464" -> host, port; "[::1]:9464" too.
+// "127.0.0.1:19464" -> host, port; "[::1]:19464" too.
 Result<std::pair<std::string, int>> split_listen(const std::string& s);
 
 }  // namespace steptrace::daemon

@@ -60,7 +60,8 @@ Status Daemon::start() {
   auto listen = split_listen(cfg_.listen);
   if (!listen) return listen.error();
   if (listen->first != "127.0.0.1" && listen->first != "::1" && listen->first != "localhost")
-    log::warn("metrics endpoint listens on {} (not loopback): anyone who can reach it can read metrics and request dumps",
+    log::warn("metrics endpoint listens on {} (not loopback): anyone who can reach it can read the metrics (host, "
+              "job and process names); restrict it with a firewall or a NetworkPolicy",
               cfg_.listen);
   if (auto st = http_.start(listen->first, listen->second, cfg_.listen); !st) return st;
   log::info("serving Prometheus metrics on http://{}/metrics", cfg_.listen);

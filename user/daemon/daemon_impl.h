@@ -17,6 +17,8 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -56,9 +58,14 @@ std::string hostname();
 double now_s();
 st_proc_agg operator+(const st_proc_agg& a, const st_proc_agg& b);
 
+// One series per (training job, rank): a restarted rank (a new pid) goes on
+// counting in the same series, so no label changes with the process.
 struct RankSeries {
-  std::string job, rank, pid;
-  uint32_t pid_num = 0;
+  std::string job, rank;
+  uint32_t pid_num = 0;  // the latest process with this rank
+  // Every process seen with this rank while the series lives: pid -> comm and
+  // the last window it had steps in (steptrace_rank_info, one sample each).
+  std::map<uint32_t, std::pair<std::string, uint64_t>> procs;
   std::array<double, kCategories> cat_s{};
   std::array<uint64_t, kNumBuckets> buckets{};
   double sum_s = 0;
@@ -70,13 +77,17 @@ struct RankSeries {
   uint64_t last_window = 0;
 };
 
-// In-kernel per-process counters (levels aggregated and up), as exported.
+// In-kernel per-process counters (levels aggregated and up), per traced
+// process; exported summed by (training job, rank, comm), see AggKey.
 struct ProcAggSeries {
-  std::string job, rank, pid;
+  std::string job, rank, comm;
   st_proc_agg base{};  // counts of replaced tracers and of keys already deleted
   st_proc_agg cur{};   // base + the live map's value
   double gone_at_s = 0;  // when the process was found gone; 0 while alive
 };
+
+using AggKey = std::tuple<std::string, std::string, std::string>;  // job, rank, comm
+inline AggKey agg_key(const ProcAggSeries& s) { return {s.job, s.rank, s.comm}; }
 
 
 class Daemon {
@@ -96,6 +107,7 @@ class Daemon {
   bool detail_wanted() const;
   void apply_detail();
   void read_aggregates(bool tracer_going);
+  void retire_agg(const ProcAggSeries& s);
   void on_record(const void* data, size_t len);
   void on_raw_record(const st_event_header& h, const void* data, size_t len);  // pipeline observer
   void resolve_accel_devs(bool first_time);
@@ -153,6 +165,10 @@ class Daemon {
   int applied_level_ = 0;
   uint64_t detail_windows_[2] = {0, 0};  // closed windows without / with detail
   std::map<uint32_t, ProcAggSeries> agg_;
+  // Counts of processes whose agg_ entry was dropped, per exported label set
+  // (job, rank, comm), while other processes still count in that set: the
+  // sum stays monotonic. Dropped with the last process of the set.
+  std::map<AggKey, st_proc_agg> agg_retired_;
   DropStats drops_window_start_{};
   // Processes the kernel's target set refused (add_target failed): counted
   // once per pid, by cause, retried at every discovery scan while they live.
@@ -188,10 +204,9 @@ class Daemon {
   std::deque<double> step_history_;
   Verdict verdict_;
   bool have_verdict_ = false;
-  struct Straggler {
-    std::string job, rank, pid;
-    int rank_num = -1;
-  } straggler_;
+  // The straggler of the last detailed window: its rank as the rank label
+  // writes it when that is a number (RANK), else its position; -1 when none.
+  int straggler_rank_ = -1;
 
   // Counters.
   uint64_t discovered_total_ = 0, degradations_ = 0, windows_total_ = 0;

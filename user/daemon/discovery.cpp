@@ -146,7 +146,12 @@ ProcIdentity ProcScanner::identity(uint32_t pid) const {
   std::string base = proc_ + "/" + std::to_string(pid);
   auto env = read_small_file(base + "/environ", 256 << 10);
   auto cg = read_small_file(base + "/cgroup", 64 << 10);
-  return parse_identity(env.value_or(""), cg.value_or(""));
+  ProcIdentity id = parse_identity(env.value_or(""), cg.value_or(""));
+  std::string comm = read_small_file(base + "/comm", 64).value_or("");
+  while (!comm.empty() && comm.back() == '\n') comm.pop_back();
+  // Any bytes the process chose (prctl PR_SET_NAME): as for the job.
+  id.comm = std::string(utf8_prefix(host_string(comm), 32));
+  return id;
 }
 
 }  // namespace steptrace::daemon

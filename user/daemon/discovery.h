@@ -19,6 +19,7 @@ namespace steptrace::daemon {
 struct ProcIdentity {
   std::string job;   // STEPTRACE_JOB / TORCHELASTIC_RUN_ID / SLURM_JOB_ID, else the cgroup's last component
   std::string rank;  // RANK from the environment ("" when absent)
+  std::string comm;  // /proc/PID/comm when first seen (labels steptrace_rank_info and the per-process series)
 };
 
 class ProcScanner {

@@ -31,7 +31,13 @@ std::string format_value(double v) {
 }
 
 void Exposition::family(std::string_view name, std::string_view type, std::string_view help) {
-  out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  std::string h;
+  for (char c : help) {
+    if (c == '\\') h += "\\\\";
+    else if (c == '\n') h += "\\n";
+    else h += c;
+  }
+  out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, h, name, type);
 }
 
 void Exposition::sample(std::string_view name, const Labels& labels, double value) {

@@ -30,42 +30,50 @@ void Daemon::render_metrics() {
 }
 
 // Per rank: step durations, categories, straggler steps, the EFA control
-// path; the verdict and the straggler of the last window.
+// path; the verdict and the straggler of the last window. The per-rank series
+// carry {host, training_job, rank} only: `job` is Prometheus's own target
+// label, and a pid would start new series at every restart (the pids are in
+// steptrace_rank_info).
 void Daemon::render_step_metrics(Exposition& x) const {
+  auto R = [this](const RankSeries& s, Labels more = {}) {
+    Labels l = host_labels({{"training_job", s.job}, {"rank", s.rank}});
+    l.insert(l.end(), more.begin(), more.end());
+    return l;
+  };
+  x.family("steptrace_rank_info", "gauge",
+           "1 for each process that ran as this rank while its series lives (a restart adds one; gone processes "
+           "leave after two windows)");
+  for (const auto& [k, s] : series_)
+    for (const auto& [pid, p] : s.procs)
+      x.sample("steptrace_rank_info", R(s, {{"pid", std::to_string(pid)}, {"comm", p.first}}), 1);
   x.family("steptrace_step_duration_seconds", "histogram", "Training step wall time per rank (steps cut by a window edge excluded)");
   for (const auto& [k, s] : series_) {
-    Labels base = host_labels({{"job", s.job}, {"rank", s.rank}, {"pid", s.pid}});
-    for (size_t b = 0; b < kNumBuckets; ++b) {
-      Labels l = base;
-      l.emplace_back("le", format_value(kBuckets[b]));
-      x.sample("steptrace_step_duration_seconds_bucket", l, static_cast<double>(s.buckets[b]));
-    }
-    Labels inf = base;
-    inf.emplace_back("le", "+Inf");
-    x.sample("steptrace_step_duration_seconds_bucket", inf, static_cast<double>(s.count));
+    Labels base = R(s);
+    for (size_t b = 0; b < kNumBuckets; ++b)
+      x.sample("steptrace_step_duration_seconds_bucket", R(s, {{"le", format_value(kBuckets[b])}}),
+               static_cast<double>(s.buckets[b]));
+    x.sample("steptrace_step_duration_seconds_bucket", R(s, {{"le", "+Inf"}}), static_cast<double>(s.count));
     x.sample("steptrace_step_duration_seconds_sum", base, s.sum_s);
     x.sample("steptrace_step_duration_seconds_count", base, static_cast<double>(s.count));
   }
   x.family("steptrace_category_seconds_total", "counter", "Step wall time attributed to each category, per rank");
   for (const auto& [k, s] : series_)
     for (size_t c = 0; c < kCategories; ++c)
-      x.sample("steptrace_category_seconds_total",
-               host_labels({{"category", std::string(kCategoryNames[c])}, {"rank", s.rank}, {"pid", s.pid}, {"job", s.job}}),
-               s.cat_s[c]);
+      x.sample("steptrace_category_seconds_total", R(s, {{"category", std::string(kCategoryNames[c])}}), s.cat_s[c]);
   x.family("steptrace_straggler_steps_total", "counter", "Steps in which this rank arrived last at the collective");
   for (const auto& [k, s] : series_)
-    x.sample("steptrace_straggler_steps_total", host_labels({{"job", s.job}, {"rank", s.rank}, {"pid", s.pid}}),
-             static_cast<double>(s.straggler_steps));
+    x.sample("steptrace_straggler_steps_total", R(s), static_cast<double>(s.straggler_steps));
 
+  // One family, then the next: the text format wants each family's samples together.
+  constexpr const char* kWhere[2] = {"in_steps", "outside_steps"};
   x.family("steptrace_efa_control_calls_total", "counter",
            "uverbs calls (EFA control path: queue pairs, memory registrations) inside steps or outside them");
+  for (const auto& [k, s] : series_)
+    for (int w = 0; w < 2; ++w)
+      x.sample("steptrace_efa_control_calls_total", R(s, {{"where", kWhere[w]}}), static_cast<double>(s.efa_calls[w]));
   x.family("steptrace_efa_control_seconds_total", "counter", "Time in those uverbs calls");
   for (const auto& [k, s] : series_)
-    for (int w = 0; w < 2; ++w) {
-      auto labels = host_labels({{"job", s.job}, {"rank", s.rank}, {"pid", s.pid}, {"where", w ? "outside_steps" : "in_steps"}});
-      x.sample("steptrace_efa_control_calls_total", labels, static_cast<double>(s.efa_calls[w]));
-      x.sample("steptrace_efa_control_seconds_total", labels, s.efa_s[w]);
-    }
+    for (int w = 0; w < 2; ++w) x.sample("steptrace_efa_control_seconds_total", R(s, {{"where", kWhere[w]}}), s.efa_s[w]);
 
   x.family("steptrace_verdict", "gauge", "1 for what gates the accelerator in the last window (verdict=none: no steps)");
   std::string current = have_verdict_ ? std::string(category_name(verdict_.category)) : "none";
@@ -74,52 +82,52 @@ void Daemon::render_step_metrics(Exposition& x) const {
   x.sample("steptrace_verdict", host_labels({{"verdict", "none"}}), current == "none" ? 1 : 0);
   x.family("steptrace_verdict_confidence", "gauge", "Confidence of the current verdict (0..1)");
   x.sample("steptrace_verdict_confidence", host_labels({}), have_verdict_ ? verdict_.confidence : 0);
-  x.family("steptrace_straggler_rank", "gauge", "Rank index of the straggler in the last window, -1 when none");
-  x.sample("steptrace_straggler_rank", host_labels({{"job", straggler_.job}, {"rank", straggler_.rank}, {"pid", straggler_.pid}}),
-           straggler_.rank_num);
-
+  x.family("steptrace_straggler_rank", "gauge",
+           "Rank of the straggler in the last detailed window (the rank label's number), -1 when none");
+  x.sample("steptrace_straggler_rank", host_labels({}), straggler_rank_);
 }
 
-// In-kernel per-process counters (levels aggregated and up; frozen below them).
+// In-kernel per-process counters (levels aggregated and up; frozen below them),
+// summed by {host, training_job, rank, comm}: a rank's DataLoader workers
+// count apart from it when their comm differs, and a restart keeps the series.
 void Daemon::render_process_metrics(Exposition& x) const {
-  auto P = [this](const ProcAggSeries& s, Labels more = {}) {
-    Labels l = host_labels({{"job", s.job}, {"rank", s.rank}, {"pid", s.pid}});
+  std::map<AggKey, st_proc_agg> sums = agg_retired_;
+  for (const auto& [tgid, s] : agg_) {
+    auto& v = sums[agg_key(s)];
+    v = v + s.cur;
+  }
+  auto P = [this](const AggKey& k, Labels more = {}) {
+    Labels l = host_labels({{"training_job", std::get<0>(k)}, {"rank", std::get<1>(k)}, {"comm", std::get<2>(k)}});
     l.insert(l.end(), more.begin(), more.end());
     return l;
   };
   x.family("steptrace_process_cpu_seconds_total", "counter",
-           "On-CPU time of a traced process (sum_exec_runtime, counted in the kernel at levels aggregated and up)");
-  for (const auto& [tgid, s] : agg_)
-    x.sample("steptrace_process_cpu_seconds_total", P(s), static_cast<double>(s.cur.oncpu_ns) / 1e9);
+           "On-CPU time of the traced processes (sum_exec_runtime, counted in the kernel at levels aggregated and up)");
+  for (const auto& [k, v] : sums) x.sample("steptrace_process_cpu_seconds_total", P(k), static_cast<double>(v.oncpu_ns) / 1e9);
   x.family("steptrace_process_runqueue_wait_seconds_total", "counter",
-           "Time a traced process's threads waited on a run queue (schedstat run_delay)");
-  for (const auto& [tgid, s] : agg_)
-    x.sample("steptrace_process_runqueue_wait_seconds_total", P(s), static_cast<double>(s.cur.runq_wait_ns) / 1e9);
+           "Time the traced processes' threads waited on a run queue (schedstat run_delay)");
+  for (const auto& [k, v] : sums)
+    x.sample("steptrace_process_runqueue_wait_seconds_total", P(k), static_cast<double>(v.runq_wait_ns) / 1e9);
   x.family("steptrace_process_context_switches_total", "counter",
-           "Context switches of a traced process's threads (type=involuntary: left the CPU still runnable)");
-  for (const auto& [tgid, s] : agg_) {
-    x.sample("steptrace_process_context_switches_total", P(s, {{"type", "voluntary"}}),
-             static_cast<double>(s.cur.switches - std::min(s.cur.switches, s.cur.involuntary)));
-    x.sample("steptrace_process_context_switches_total", P(s, {{"type", "involuntary"}}),
-             static_cast<double>(s.cur.involuntary));
+           "Context switches of the traced processes' threads (type=involuntary: left the CPU still runnable)");
+  for (const auto& [k, v] : sums) {
+    x.sample("steptrace_process_context_switches_total", P(k, {{"type", "voluntary"}}),
+             static_cast<double>(v.switches - std::min(v.switches, v.involuntary)));
+    x.sample("steptrace_process_context_switches_total", P(k, {{"type", "involuntary"}}),
+             static_cast<double>(v.involuntary));
   }
-  x.family("steptrace_process_network_bytes_total", "counter", "TCP payload bytes a traced process sent and received");
-  for (const auto& [tgid, s] : agg_) {
-    x.sample("steptrace_process_network_bytes_total", P(s, {{"direction", "send"}}),
-             static_cast<double>(s.cur.net_send_bytes));
-    x.sample("steptrace_process_network_bytes_total", P(s, {{"direction", "receive"}}),
-             static_cast<double>(s.cur.net_recv_bytes));
+  x.family("steptrace_process_network_bytes_total", "counter", "TCP payload bytes the traced processes sent and received");
+  for (const auto& [k, v] : sums) {
+    x.sample("steptrace_process_network_bytes_total", P(k, {{"direction", "send"}}), static_cast<double>(v.net_send_bytes));
+    x.sample("steptrace_process_network_bytes_total", P(k, {{"direction", "receive"}}), static_cast<double>(v.net_recv_bytes));
   }
-  x.family("steptrace_process_block_bytes_total", "counter", "Bytes of completed block requests a traced process issued");
-  for (const auto& [tgid, s] : agg_) {
-    x.sample("steptrace_process_block_bytes_total", P(s, {{"op", "read"}}), static_cast<double>(s.cur.block_read_bytes));
-    x.sample("steptrace_process_block_bytes_total", P(s, {{"op", "write"}}),
-             static_cast<double>(s.cur.block_write_bytes));
+  x.family("steptrace_process_block_bytes_total", "counter", "Bytes of completed block requests the traced processes issued");
+  for (const auto& [k, v] : sums) {
+    x.sample("steptrace_process_block_bytes_total", P(k, {{"op", "read"}}), static_cast<double>(v.block_read_bytes));
+    x.sample("steptrace_process_block_bytes_total", P(k, {{"op", "write"}}), static_cast<double>(v.block_write_bytes));
   }
-  x.family("steptrace_process_block_requests_total", "counter", "Completed block requests a traced process issued");
-  for (const auto& [tgid, s] : agg_)
-    x.sample("steptrace_process_block_requests_total", P(s), static_cast<double>(s.cur.block_rqs));
-
+  x.family("steptrace_process_block_requests_total", "counter", "Completed block requests the traced processes issued");
+  for (const auto& [k, v] : sums) x.sample("steptrace_process_block_requests_total", P(k), static_cast<double>(v.block_rqs));
 }
 
 // What was lost: ring drops, BPF-side losses, refused targets, late records.
@@ -177,18 +185,22 @@ void Daemon::render_cost_metrics(Exposition& x) const {
   x.family("steptrace_resident_memory_bytes", "gauge", "Resident set size of the daemon");
   x.sample("steptrace_resident_memory_bytes", host_labels({}), static_cast<double>(rss_bytes()));
 
-  x.family("steptrace_cpu_budget_percent", "gauge", "CPU budget, percent of one core");
-  x.sample("steptrace_cpu_budget_percent", host_labels({}), budget_.budget_percent());
-  x.family("steptrace_cpu_usage_percent", "gauge", "Tracer CPU (userspace + BPF) over the last seconds, percent of one core");
-  x.sample("steptrace_cpu_usage_percent", host_labels({}), budget_.average_percent());
+  x.family("steptrace_cpu_budget_ratio", "gauge", "CPU budget, in cores (1 = one core; --max-cpu / 100)");
+  x.sample("steptrace_cpu_budget_ratio", host_labels({}), budget_.budget_percent() / 100);
+  x.family("steptrace_cpu_usage_ratio", "gauge",
+           "Tracer CPU (userspace + BPF) over the last seconds, in cores (1 = one core)");
+  x.sample("steptrace_cpu_usage_ratio", host_labels({}), budget_.average_percent() / 100);
+  // The level is the value, not a label: a label that changed with it would
+  // end one series and start another at every step of the ladder.
   x.family("steptrace_degradation_level", "gauge",
-           "Position on the degradation ladder (label level): 0 full, 1 slow_drain, 2 sampled, 3 aggregated, "
-           "4 no_net, 5 no_block, 6 no_sched, 7 paused; higher levels shed work to stay within the CPU budget");
-  x.sample("steptrace_degradation_level", host_labels({{"level", std::string(kLevels[budget_.level()].name)}}), budget_.level());
+           "Position on the degradation ladder: 0 full, 1 slow_drain, 2 sampled, 3 aggregated, 4 no_net, "
+           "5 no_block, 6 no_sched, 7 paused; higher levels shed work to stay within the CPU budget");
+  x.sample("steptrace_degradation_level", host_labels({}), budget_.level());
   x.family("steptrace_degradations_total", "counter", "Times the CPU budget forced a degradation step");
   x.sample("steptrace_degradations_total", host_labels({}), static_cast<double>(degradations_));
-  x.family("steptrace_degradation_floor", "gauge", "The configured lowest-cost start level (degrade_level)");
-  x.sample("steptrace_degradation_floor", host_labels({{"level", std::string(kLevels[budget_.floor()].name)}}), budget_.floor());
+  x.family("steptrace_degradation_floor", "gauge",
+           "The configured lowest-cost start level (degrade_level), numbered as steptrace_degradation_level");
+  x.sample("steptrace_degradation_floor", host_labels({}), budget_.floor());
   x.family("steptrace_detail_windows_total", "counter",
            "Analysis windows closed with per-event sched/net/block detail (detail=on) or without it (detail=off: "
            "sampled out at level sampled, or aggregated and up); categories and the verdict come from detail=on only");

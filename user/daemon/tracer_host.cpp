@@ -88,7 +88,8 @@ void Daemon::read_aggregates(bool tracer_going) {
   for (const auto& [tgid, v] : live) {
     auto it = agg_.find(tgid);
     if (it != agg_.end() && it->second.gone_at_s > 0) {
-      agg_.erase(it);  // the pid was reused: a new process, a new series
+      retire_agg(it->second);  // the pid was reused: a new process
+      agg_.erase(it);
       it = agg_.end();
     }
     if (it == agg_.end()) {
@@ -98,7 +99,7 @@ void Daemon::read_aggregates(bool tracer_going) {
       ProcAggSeries s;
       s.job = id.job;
       s.rank = id.rank;
-      s.pid = std::to_string(tgid);
+      s.comm = id.comm;
       it = agg_.emplace(tgid, std::move(s)).first;
     }
     ProcAggSeries& s = it->second;
@@ -118,9 +119,26 @@ void Daemon::read_aggregates(bool tracer_going) {
     if (s.gone_at_s == 0 && !live.count(tgid) && !scanner_.alive(tgid)) s.gone_at_s = now;
   const double keep_s = std::max(10.0, 2 * cfg_.window_s);
   for (auto it = agg_.begin(); it != agg_.end();) {
-    if (it->second.gone_at_s > 0 && now - it->second.gone_at_s > keep_s) it = agg_.erase(it);
+    if (it->second.gone_at_s > 0 && now - it->second.gone_at_s > keep_s) {
+      retire_agg(it->second);
+      it = agg_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // A label set whose last process is gone ends with it.
+  std::set<AggKey> live_keys;
+  for (const auto& [tgid, s] : agg_) live_keys.insert(agg_key(s));
+  for (auto it = agg_retired_.begin(); it != agg_retired_.end();) {
+    if (!live_keys.count(it->first)) it = agg_retired_.erase(it);
     else ++it;
   }
+}
+
+// A process leaves agg_: its final counts stay in its label set's sum.
+void Daemon::retire_agg(const ProcAggSeries& s) {
+  auto& r = agg_retired_[agg_key(s)];
+  r = r + s.cur;
 }
 
 Status Daemon::build_tracer() {

@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include "util/log.h"
@@ -57,8 +58,8 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
   }
   double worst = 0;
   uint64_t counted_steps = 0;
-  const Straggler straggler_before = straggler_;
-  straggler_ = Straggler{};
+  const int straggler_before = straggler_rank_;
+  straggler_rank_ = -1;
   for (const auto& r : ja.ranks) {
     ProcIdentity id;
     if (auto it = identity_cache_.find(r.pid); it != identity_cache_.end()) id = it->second;
@@ -73,7 +74,8 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
       identity_cache_[r.pid].rank = id.rank;
     }
     std::string rank = id.rank;
-    std::string key = fmt::format("{}\x1f{}\x1f{}", id.job, rank, r.pid);
+    // No pid in the key: a restarted rank continues its series.
+    std::string key = fmt::format("{}\x1f{}", id.job, rank);
     auto it = series_.find(key);
     if (it == series_.end()) {
       if (series_.size() >= cfg_.max_series) {
@@ -83,12 +85,12 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
       RankSeries s;
       s.job = id.job;
       s.rank = rank;
-      s.pid = std::to_string(r.pid);
-      s.pid_num = r.pid;
       it = series_.emplace(key, std::move(s)).first;
     }
     RankSeries& s = it->second;
     s.last_window = window_no_;
+    s.pid_num = r.pid;
+    s.procs[r.pid] = {id.comm, window_no_};
     if (detail) {
       // Counted steps (as in r.total), less any that began before the
       // programs turned detail on: records the reorderer held back at the
@@ -112,7 +114,11 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
       step_history_.push_back(d);
       if (step_history_.size() > kStepHistory) step_history_.pop_front();
     }
-    if (detail && ja.verdict.straggler_rank == r.rank) straggler_ = {id.job, rank, s.pid, r.rank};
+    if (detail && ja.verdict.straggler_rank == r.rank) {
+      int n = r.rank;
+      auto [p, ec] = std::from_chars(rank.data(), rank.data() + rank.size(), n);
+      straggler_rank_ = ec == std::errc() && p == rank.data() + rank.size() ? n : r.rank;
+    }
     for (const auto& f : ja.fabric.ranks) {
       if (f.pid != r.pid) continue;
       s.efa_calls[0] += f.in_steps.calls;
@@ -123,7 +129,7 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
   }
   if (!detail && budget_.level() <= kLevelSampled) {
     // Sampled out: the last detailed window's verdict and straggler stand.
-    straggler_ = straggler_before;
+    straggler_rank_ = straggler_before;
   } else if (!detail) {
     have_verdict_ = false;  // aggregated and up: no detail to judge from
   } else if (counted_steps > 0) {
@@ -134,8 +140,15 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
   } else {
     have_verdict_ = false;
   }
-  // Series of processes that are gone and quiet for two windows are dropped.
+  // Series of processes that are gone and quiet for two windows are dropped;
+  // so is a rank's info sample for a process that is gone and quiet.
   for (auto it = series_.begin(); it != series_.end();) {
+    auto& procs = it->second.procs;
+    for (auto p = procs.begin(); p != procs.end();) {
+      if (p->first != it->second.pid_num && p->second.second + 2 < window_no_ && !scanner_.alive(p->first))
+        p = procs.erase(p);
+      else ++p;
+    }
     if (it->second.last_window + 2 < window_no_ && !scanner_.alive(it->second.pid_num)) it = series_.erase(it);
     else ++it;
   }
