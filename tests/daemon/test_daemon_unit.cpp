@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "capture/capture_file.h"
@@ -123,6 +124,26 @@ TEST_CASE("daemon discovery parsers", "[daemon]") {
 
   CHECK(parse_stat_ppid("123 (a) b) c) S 77 123 123 0") == 77u);
   CHECK_FALSE(parse_stat_ppid("garbage").has_value());
+}
+
+TEST_CASE("daemon discovery: a process in a pod is labelled by its pod, namespace and container", "[daemon]") {
+  char tmpl[] = "/tmp/st-proc.XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = std::string(tmpl) + "/41";
+  REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+  const std::string cid(64, 'c');
+  std::ofstream(dir + "/environ") << std::string("HOSTNAME=trainer-2\0RANK=2\0", 26);
+  std::ofstream(dir + "/cgroup") << "0::/kubepods.slice/kubepods-pod0b6ab1d4_5f1c_4e43_9d2a_5a1b2c3d4e5f.slice/cri-containerd-"
+                                 << cid << ".scope\n";
+  std::ofstream(dir + "/comm") << "python3\n";
+  ProcScanner scan(tmpl);
+  auto id = scan.identity(41);
+  CHECK(id.pod == "trainer-2");  // Kubernetes sets the hostname to the pod's name
+  CHECK(id.container == cid.substr(0, 12));
+  CHECK(id.job == "trainer-2");  // no launcher variable: the pod, not the container's cgroup directory
+  CHECK(id.rank == "2");
+  CHECK(id.comm == "python3");
+  std::filesystem::remove_all(tmpl);
 }
 
 TEST_CASE("exposition: escaping and number format", "[daemon]") {

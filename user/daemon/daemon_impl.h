@@ -63,9 +63,13 @@ st_proc_agg operator+(const st_proc_agg& a, const st_proc_agg& b);
 struct RankSeries {
   std::string job, rank;
   uint32_t pid_num = 0;  // the latest process with this rank
-  // Every process seen with this rank while the series lives: pid -> comm and
+  // Every process seen with this rank while the series lives: who it is and
   // the last window it had steps in (steptrace_rank_info, one sample each).
-  std::map<uint32_t, std::pair<std::string, uint64_t>> procs;
+  struct Proc {
+    std::string comm, pod, pod_namespace, container;
+    uint64_t last_window = 0;
+  };
+  std::map<uint32_t, Proc> procs;
   std::array<double, kCategories> cat_s{};
   std::array<uint64_t, kNumBuckets> buckets{};
   double sum_s = 0;

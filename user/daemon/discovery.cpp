@@ -8,6 +8,7 @@
 #include <charconv>
 #include <memory>
 
+#include "util/proc_identity.h"
 #include "util/sys_root.h"
 #include "util/text.h"
 
@@ -147,6 +148,13 @@ ProcIdentity ProcScanner::identity(uint32_t pid) const {
   auto env = read_small_file(base + "/environ", 256 << 10);
   auto cg = read_small_file(base + "/cgroup", 64 << 10);
   ProcIdentity id = parse_identity(env.value_or(""), cg.value_or(""));
+  const auto who = read_proc_identity(proc_, pid);
+  id.pod = std::string(utf8_prefix(who.pod_name, 128));
+  id.pod_namespace = std::string(utf8_prefix(who.pod_namespace, 64));
+  id.container = who.container.container_id.substr(0, 12);
+  // No launcher variable names the job: in a pod, its name says more than the
+  // container's cgroup directory (which changes with every restart).
+  if (who.job.empty() && !id.pod.empty()) id.job = std::string(utf8_prefix(id.pod, 128));
   std::string comm = read_small_file(base + "/comm", 64).value_or("");
   while (!comm.empty() && comm.back() == '\n') comm.pop_back();
   // Any bytes the process chose (prctl PR_SET_NAME): as for the job.

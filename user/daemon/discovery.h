@@ -20,6 +20,8 @@ struct ProcIdentity {
   std::string job;   // STEPTRACE_JOB / TORCHELASTIC_RUN_ID / SLURM_JOB_ID, else the cgroup's last component
   std::string rank;  // RANK from the environment ("" when absent)
   std::string comm;  // /proc/PID/comm when first seen (labels steptrace_rank_info and the per-process series)
+  // Kubernetes pod and container (util/proc_identity.h): labels of steptrace_rank_info; "" outside one.
+  std::string pod, pod_namespace, container;  // container: the runtime's id, first 12 digits
 };
 
 class ProcScanner {

@@ -44,8 +44,14 @@ void Daemon::render_step_metrics(Exposition& x) const {
            "1 for each process that ran as this rank while its series lives (a restart adds one; gone processes "
            "leave after two windows)");
   for (const auto& [k, s] : series_)
-    for (const auto& [pid, p] : s.procs)
-      x.sample("steptrace_rank_info", R(s, {{"pid", std::to_string(pid)}, {"comm", p.first}}), 1);
+    for (const auto& [pid, p] : s.procs) {
+      Labels who = {{"pid", std::to_string(pid)}, {"comm", p.comm}};
+      // Outside Kubernetes the pod labels are left out (an empty value is no label to Prometheus).
+      for (const auto& [name, value] :
+           {std::pair{"namespace", &p.pod_namespace}, {"pod", &p.pod}, {"container", &p.container}})
+        if (!value->empty()) who.emplace_back(name, *value);
+      x.sample("steptrace_rank_info", R(s, std::move(who)), 1);
+    }
   x.family("steptrace_step_duration_seconds", "histogram", "Training step wall time per rank (steps cut by a window edge excluded)");
   for (const auto& [k, s] : series_) {
     Labels base = R(s);

@@ -90,7 +90,7 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
     RankSeries& s = it->second;
     s.last_window = window_no_;
     s.pid_num = r.pid;
-    s.procs[r.pid] = {id.comm, window_no_};
+    s.procs[r.pid] = {id.comm, id.pod, id.pod_namespace, id.container, window_no_};
     if (detail) {
       // Counted steps (as in r.total), less any that began before the
       // programs turned detail on: records the reorderer held back at the
@@ -145,7 +145,7 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
   for (auto it = series_.begin(); it != series_.end();) {
     auto& procs = it->second.procs;
     for (auto p = procs.begin(); p != procs.end();) {
-      if (p->first != it->second.pid_num && p->second.second + 2 < window_no_ && !scanner_.alive(p->first))
+      if (p->first != it->second.pid_num && p->second.last_window + 2 < window_no_ && !scanner_.alive(p->first))
         p = procs.erase(p);
       else ++p;
     }
