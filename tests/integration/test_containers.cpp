@@ -4,6 +4,7 @@
 // job's own root when its path means nothing in steptrace's mount namespace.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -161,7 +162,6 @@ TEST_CASE("containers: maps lines give the mapped file's device, inode and range
   CHECK(other.error.find("another file") != std::string::npos);
 }
 
-#ifdef TRAINSIM_BIN
 namespace {
 
 // The cgroup v2 hierarchy, else a v1 one (named in the process's cgroup file either way).
@@ -183,6 +183,64 @@ std::string cgroup_mount() {
 
 }  // namespace
 
+// attach --pod resolves a pod by name, namespace/name or UID to its cgroup
+// (v2 here: the kernel's cgroup filter then follows what it starts); a pod
+// that is not on the node is an error that says what is.
+TEST_CASE("containers: attach --pod and --container trace the pod's processes and name what is not there",
+          "[root][containers]") {
+  test::require_root();
+  const std::string cgroot = cgroup_mount();
+  REQUIRE(!cgroot.empty());
+  const std::string uid = "7a6b5c4d-3e2f-4a1b-8c9d-0e1f2a3b4c5d";
+  std::string uid_ = uid;
+  std::replace(uid_.begin(), uid_.end(), '-', '_');
+  const std::string cid(64, 'e');
+  const fs::path pod = fs::path(cgroot) / "kubepods.slice" / ("kubepods-pod" + uid_ + ".slice");
+  const fs::path scope = pod / ("cri-containerd-" + cid + ".scope");
+  fs::create_directories(scope);
+  char tmpl[] = "/tmp/st-pod.XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const fs::path w = tmpl;
+  {
+    std::ofstream f(w / "job.sh");
+    f << "echo $$ > " << (scope / "cgroup.procs").string() << " || exit 1\n"
+      << "exec env POD_NAME=trainer-9 POD_NAMESPACE=ml sh -c 'end=$(($(date +%s) + 8)); "
+         "while [ $(date +%s) -lt $end ]; do :; done'\n";
+  }
+  auto job = test::sh("(/bin/sh " + (w / "job.sh").string() + " >/dev/null 2>&1 &) ; sleep 0.5; cat " +
+                      (scope / "cgroup.procs").string());
+  REQUIRE(job.rc == 0);
+  const std::string job_pid = job.out.substr(0, job.out.find('\n'));
+  REQUIRE(!job_pid.empty());
+  for (const std::string& sel : {std::string("--pod ml/trainer-9"), "--pod " + uid, "--container " + cid.substr(0, 12)}) {
+    auto r = test::sh(std::string(STEPTRACE_BIN) + " attach " + sel + " -d 1 --collectors sched --json " +
+                      (w / "r.json").string() + " 2>&1");
+    INFO(sel << "\n" << r.out);
+    CHECK(r.rc == 0);
+    auto j = nlohmann::json::parse(test::slurp((w / "r.json").string()), nullptr, false);
+    REQUIRE(j.is_object());
+    bool traced = false;
+    for (const auto& t : j["threads"]) traced |= std::to_string(t["pid"].get<int>()) == job_pid;
+    CHECK(traced);
+    fs::remove(w / "r.json");
+  }
+  auto none = test::sh(std::string(STEPTRACE_BIN) + " attach --pod ml/no-such-pod -d 1 2>&1");
+  CHECK(none.rc == 1);
+  CHECK(none.out.find("pod ml/no-such-pod: no process on this node is in it") != std::string::npos);
+  CHECK(none.out.find("ml/trainer-9") != std::string::npos);  // what is on the node
+  auto bad = test::sh(std::string(STEPTRACE_BIN) + " attach --container xyz -d 1 2>&1");
+  CHECK(bad.rc == 2);  // a usage error
+  CHECK(bad.out.find("12 or more lowercase hex digits") != std::string::npos);
+  ::kill(std::stoi(job_pid), SIGKILL);
+  test::sh("sleep 0.2");
+  std::error_code ec;
+  fs::remove(scope, ec);
+  fs::remove(pod, ec);
+  fs::remove(pod.parent_path(), ec);
+  fs::remove_all(w, ec);
+}
+
+#ifdef TRAINSIM_BIN
 // The job runs in its own mount namespace: its runtime library lives on a
 // mount steptrace's namespace does not have, at a path that is an empty
 // directory on the host. Before, the uprobes failed on that path and the

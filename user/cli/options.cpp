@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "steptrace_abi.h"
+#include "util/text.h"
 #include "util/version.h"
 
 namespace steptrace {
@@ -86,6 +87,31 @@ void add_output_flags(CLI::App* app, Options& o) {
            o.output_mode = static_cast<uint32_t>(m);
          },
          "Permission bits of the files written, in octal (default 0600)");
+}
+
+// What attach, record and top trace, when they launch nothing.
+void add_target_flags(CLI::App* app, Options& o, std::string& pid_csv) {
+  app->add_option("-p,--pid", pid_csv, "PID[,PID...] (children are followed)");
+  app->add_option("--cgroup", o.target.cgroup_path, "cgroup v2 directory");
+  app->add_option("--pod", o.target.pod,
+                  "Kubernetes pod on this node: NAME, NAMESPACE/NAME or its UID (resolved to the pod's cgroup)");
+  app->add_option("--container", o.target.container,
+                  "Container on this node by its id (12 or more hex digits of it; resolved to its cgroup)");
+  app->add_flag("--all", o.target.all, "Every process on the host");
+}
+
+Status check_container_id(const std::string& id) {
+  if (id.empty()) return Ok{};
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  if (id.size() < 12 || !std::all_of(id.begin(), id.end(), hex))
+    return make_error(fmt::format("--container {}: give 12 or more lowercase hex digits of the container's id",
+                                  host_string(id)));
+  return Ok{};
+}
+
+int target_count(const Options& o, const std::string& pid_csv) {
+  return (!pid_csv.empty()) + (!o.target.cgroup_path.empty()) + (!o.target.pod.empty()) +
+         (!o.target.container.empty()) + (o.target.all ? 1 : 0);
 }
 
 // How a long session stays bounded (pipeline/analysis.h, WindowPolicy).
@@ -196,11 +222,13 @@ Status finish_options(Options& o, const Parsed& p, const std::string& pid_csv, c
   } else if (p.record->parsed() || p.top->parsed()) {
     o.command = p.record->parsed() ? CommandKind::record : CommandKind::top;
     o.argv = job_argv(p.record->parsed() ? p.record : p.top, p);
-    int n = (!pid_csv.empty()) + (!o.target.cgroup_path.empty()) + (o.target.all ? 1 : 0) + (!o.argv.empty());
+    int n = target_count(o, pid_csv) + (!o.argv.empty());
     if (n != 1)
-      return make_error(fmt::format("{}: give exactly one of -p PID[,PID], --cgroup PATH, --all or -- CMD...",
+      return make_error(fmt::format("{}: give exactly one of -p PID[,PID], --cgroup PATH, --pod P, --container ID, "
+                                    "--all or -- CMD...",
                                     o.command == CommandKind::top ? "top" : "record"));
     if (auto st = take_pids(o, pid_csv); !st) return st;
+    if (auto st = check_container_id(o.target.container); !st) return st;
     if (!max_size.empty()) {
       auto b = parse_size(max_size);
       if (!b) return make_error("--max-size: " + b.error().message);
@@ -215,9 +243,10 @@ Status finish_options(Options& o, const Parsed& p, const std::string& pid_csv, c
     return make_error(fmt::format("unexpected argument '{}'", p.app->remaining().front()));
   } else if (p.attach->parsed()) {
     o.command = CommandKind::attach;
-    int n = (!pid_csv.empty()) + (!o.target.cgroup_path.empty()) + (o.target.all ? 1 : 0);
-    if (n != 1) return make_error("attach: give exactly one of -p PID[,PID], --cgroup PATH or --all");
+    if (target_count(o, pid_csv) != 1)
+      return make_error("attach: give exactly one of -p PID[,PID], --cgroup PATH, --pod P, --container ID or --all");
     if (auto st = take_pids(o, pid_csv); !st) return st;
+    if (auto st = check_container_id(o.target.container); !st) return st;
   } else {
     o.command = CommandKind::check;
   }
@@ -261,9 +290,7 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
 
   auto* attach = app.add_subcommand("attach", "Trace running processes, a cgroup, or the whole host");
   add_trace_flags(attach, o, collectors, accel, rdma);
-  attach->add_option("-p,--pid", pid_csv, "PID[,PID...] (children are followed)");
-  attach->add_option("--cgroup", o.target.cgroup_path, "cgroup v2 directory");
-  attach->add_flag("--all", o.target.all, "Every process on the host");
+  add_target_flags(attach, o, pid_csv);
 
   auto* record = app.add_subcommand(
       "record", "Record raw events to a capture file: record -o FILE [-p PID|--cgroup P|--all|-- CMD...]");
@@ -276,9 +303,7 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
                      "Stop recording before the capture file would pass SIZE bytes (suffix k, m or g: 512m, 2g); "
                      "the capture keeps its complete chunks and trailer, the report is marked INCOMPLETE")
       ->type_name("SIZE");
-  record->add_option("-p,--pid", pid_csv, "PID[,PID...] (children are followed)");
-  record->add_option("--cgroup", o.target.cgroup_path, "cgroup v2 directory");
-  record->add_flag("--all", o.target.all, "Every process on the host");
+  add_target_flags(record, o, pid_csv);
   record->prefix_command(true);
   record->allow_extras(true);
 
@@ -292,9 +317,7 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
       "top", "Live view, refreshed every second (q or Ctrl-C quits): top [-p PID|--cgroup P|--all|-- CMD...]");
   add_trace_flags(top, o, collectors, accel, rdma);
   add_job_flags(top, o);
-  top->add_option("-p,--pid", pid_csv, "PID[,PID...] (children are followed)");
-  top->add_option("--cgroup", o.target.cgroup_path, "cgroup v2 directory");
-  top->add_flag("--all", o.target.all, "Every process on the host");
+  add_target_flags(top, o, pid_csv);
   top->add_option("--interval", o.top_interval_s, "Refresh interval in seconds")->check(CLI::Range(0.1, 60.0));
   top->prefix_command(true);
   top->allow_extras(true);

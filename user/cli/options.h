@@ -17,6 +17,8 @@ struct TargetSpec {
   std::vector<uint32_t> pids;  // attach -p
   std::string cgroup_path;     // attach --cgroup
   bool all = false;            // attach --all
+  std::string pod;             // attach --pod NAME|NAMESPACE/NAME|UID: resolved to its cgroup at start
+  std::string container;       // attach --container ID (a prefix of 12+ hex digits)
 };
 
 struct Options {

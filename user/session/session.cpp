@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "loader/preflight.h"
+#include "session/container_target.h"
 #include "loader/tracer_setup.h"
 #include "steptrace_abi.h"
 #include "util/log.h"
@@ -213,7 +214,12 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   set_devices(ts, find_host_devices(root), s->dev_files_);
 
   const bool launch = !o.argv.empty();  // run, or record -- CMD
-  auto seeds = choose_targets(o, root, ts);
+  if (!o.target.pod.empty() || !o.target.container.empty()) {
+    auto t = resolve_container_target(o.target, root);
+    if (!t) return t.error();
+    s->opts_.target = *t;
+  }
+  auto seeds = choose_targets(s->opts_, root, ts);
   if (!seeds) return seeds.error();
   const std::vector<uint32_t> seed = std::move(*seeds);
 
@@ -257,10 +263,10 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   };
   for (uint32_t pid : seed)
     if (auto st = add_seed(pid); !st) return st.error();
-  if (!o.target.pids.empty() && o.follow_forks) {
+  if (!s->opts_.target.pids.empty() && o.follow_forks) {
     // Forked between the /proc scan and add_target of their parent: the fork
     // hook did not know the parent yet. Once more, now that it does.
-    for (uint32_t pid : root.descendants_of(o.target.pids))
+    for (uint32_t pid : root.descendants_of(s->opts_.target.pids))
       if (std::find(seed.begin(), seed.end(), pid) == seed.end())
         if (auto st = add_seed(pid); !st) return st.error();
   }

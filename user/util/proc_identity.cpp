@@ -79,6 +79,7 @@ ContainerRef container_of_cgroup_path(std::string_view path) {
     const auto comp = comps[i];
     if (auto uid = pod_uid_of(comp); !uid.empty()) {
       c.pod_uid = uid;
+      c.pod_cgroup = std::string(path.substr(0, static_cast<size_t>(comp.data() + comp.size() - path.data())));
       continue;
     }
     if (container_of_scope(comp, c)) continue;
@@ -106,7 +107,10 @@ ContainerRef parse_cgroup_container(std::string_view text) {
     if (b == std::string_view::npos) continue;
     auto c = container_of_cgroup_path(line.substr(b + 1));
     if (!c.in_container()) continue;
-    if (line.substr(0, b + 1) == "0::") return c;  // the unified hierarchy is what a cgroup id names
+    if (line.substr(0, b + 1) == "0::") {  // the unified hierarchy is what a cgroup id names
+      c.unified = true;
+      return c;
+    }
     if (!v1.in_container()) v1 = std::move(c);
   }
   return v1;

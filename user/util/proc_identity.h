@@ -26,6 +26,8 @@ struct ContainerRef {
   std::string runtime;       // "containerd", "cri-o", "docker", "podman", "" when not known
   std::string container_id;  // the runtime's id (64 hex digits for all four), "" when none
   std::string pod_uid;       // Kubernetes pod UID with dashes, "" when not in a pod
+  std::string pod_cgroup;    // the cgroup path up to the pod's own directory ("" when not in a pod)
+  bool unified = false;      // read from the cgroup v2 line ("0::"): the path is a v2 directory
   bool in_container() const { return !container_id.empty() || !pod_uid.empty(); }
 };
 
