@@ -137,8 +137,14 @@ std::optional<pid_t> Session::job_pid() const {
 
 // The filter mode for the kernel's target set and the processes to put in it
 // before tracing starts (a launched job is added when it is spawned).
-static Result<std::vector<uint32_t>> choose_targets(const Options& o, const SysRoot& root, TracerSettings& ts) {
+// --pod and --container become the cgroup (or the pids) they resolve to.
+static Result<std::vector<uint32_t>> choose_targets(Options& o, const SysRoot& root, TracerSettings& ts) {
   std::vector<uint32_t> seed;
+  if (!o.target.pod.empty() || !o.target.container.empty()) {
+    auto t = resolve_container_target(o.target, root);
+    if (!t) return t.error();
+    o.target = *t;
+  }
   if (!o.argv.empty()) {  // run, or record -- CMD: the job is added when it is spawned
     ts.filter_mode = ST_FILTER_TGID;
   } else if (o.target.all) {
@@ -214,11 +220,6 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   set_devices(ts, find_host_devices(root), s->dev_files_);
 
   const bool launch = !o.argv.empty();  // run, or record -- CMD
-  if (!o.target.pod.empty() || !o.target.container.empty()) {
-    auto t = resolve_container_target(o.target, root);
-    if (!t) return t.error();
-    s->opts_.target = *t;
-  }
   auto seeds = choose_targets(s->opts_, root, ts);
   if (!seeds) return seeds.error();
   const std::vector<uint32_t> seed = std::move(*seeds);
