@@ -5,6 +5,8 @@
 #include <fmt/core.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdarg>
@@ -65,12 +67,22 @@ int cmd_check(const Options& o) {
   return ok ? 0 : 1;
 }
 
+// "3.2 MiB" for a file just written; "?" when it cannot be stat()ed.
+std::string file_size_text(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "?";
+  const double b = static_cast<double>(st.st_size);
+  return b >= (1 << 20) ? fmt::format("{:.1f} MiB", b / (1 << 20)) : fmt::format("{:.1f} KiB", b / 1024);
+}
+
 int print_report(const Options& o, const SessionReport& report) {
   // --perfetto / --html files, and the terminal text: all from this one report.
   if (auto st = write_file_outputs(o, report); !st) {
     log::error("{}", st.error().message);
     return 1;
   }
+  for (const auto* path : {&o.perfetto_path, &o.html_path})
+    if (!path->empty()) fmt::print(stderr, "steptrace: wrote {} ({})\n", *path, file_size_text(*path));
   if (o.json_path == "-") {
     fmt::print("{}\n", json_text(summary_json(report), 2));
     return 0;
@@ -121,9 +133,14 @@ int cmd_trace(Options o) {
     log::error("{}", session.error().message);
     return 1;
   }
-  if (o.command == CommandKind::attach)
-    log::info("tracing; Ctrl-C to stop");
+  // As bcc's tools do: what is traced, on stderr (stdout may carry JSON).
+  fmt::print(stderr, "steptrace: {}\n", (*session)->banner());
+  // A long recording shows it is alive: one line, rewritten every second, on a terminal only.
+  const bool progress = o.command == CommandKind::record && ::isatty(2);
+  if (progress)
+    (*session)->set_ticker([s = session->get()] { fmt::print(stderr, "\r\x1b[Krecording: {}", s->progress_text()); });
   auto st = (*session)->run_loop(&g_signal);
+  if (progress) fmt::print(stderr, "\r\x1b[K");
   if (!st) log::error("{}", st.error().message);
   auto report = (*session)->finish();
   if (!report) {
@@ -131,6 +148,8 @@ int cmd_trace(Options o) {
     return 1;
   }
   if (print_report(o, *report) != 0) return 1;
+  if (!o.record_path.empty() && report->capture_error.empty())
+    fmt::print(stderr, "steptrace: wrote {} ({})\n", o.record_path, file_size_text(o.record_path));
   if (!st) return 1;
   if (!report->capture_error.empty()) return 1;  // record: the capture lost records it should hold
   return job_status_or(o, *report, 0);
@@ -140,6 +159,12 @@ int cmd_trace(Options o) {
 
 int steptrace_main(int argc, char** argv) {
   // `steptrace daemon` has its own flags and config file (user/daemon/).
+  if (argc >= 3 && (std::string_view(argv[1]) == "-v" || std::string_view(argv[1]) == "--verbose") &&
+      std::string_view(argv[2]) == "daemon") {
+    // `steptrace -v daemon ...`: the daemon's own -v.
+    argv[2] = argv[1];
+    argv[1] = const_cast<char*>("daemon");
+  }
   if (argc >= 2 && std::string_view(argv[1]) == "daemon") {
     libbpf_set_print(libbpf_print);
     return steptrace::daemon::daemon_main(argc - 1, argv + 1);

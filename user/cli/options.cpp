@@ -173,6 +173,9 @@ void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::ve
 
 // How a launched job (run, record -- CMD, top -- CMD) is stopped.
 void add_job_flags(CLI::App* app, Options& o) {
+  app->add_option("--job-output", o.job_output,
+                  "Append the launched job's stdout and stderr to FILE (top: else they are discarded, to keep the "
+                  "screen; --json -: else the job's stdout goes to stderr, to keep the JSON clean)");
   app->add_option("--kill-after", o.kill_after_s,
                   "When tracing is stopped (SIGINT/SIGTERM/SIGHUP/SIGQUIT to steptrace, the end of -d, q in top), "
                   "the signal (SIGTERM for -d and q) goes to the job's whole process tree; whatever is still alive "

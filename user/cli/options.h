@@ -49,6 +49,7 @@ struct Options {
   uint32_t output_mode = 0600;           // --output-mode: permission bits of the files written
   bool no_color = false;                 // --no-color (colour is used only on a TTY anyway)
   double top_interval_s = 1.0;           // top: refresh interval
+  std::string job_output;                // --job-output FILE: the launched job's stdout and stderr (appended)
   std::string record_path;               // record -o FILE: raw events to a capture file
   uint64_t max_capture_bytes = 0;        // record --max-size: 0 = no cap
   std::string capture_path;              // report FILE

@@ -12,7 +12,7 @@
 
 namespace steptrace {
 
-Result<GatedChild> GatedChild::spawn(const std::vector<std::string>& argv) {
+Result<GatedChild> GatedChild::spawn(const std::vector<std::string>& argv, int out_fd, int err_fd) {
   if (argv.empty()) return make_error("no command to run");
   int gate[2], err[2];
   if (::pipe2(gate, O_CLOEXEC) != 0) return make_error(fmt::format("pipe: {}", std::strerror(errno)));
@@ -38,6 +38,8 @@ Result<GatedChild> GatedChild::spawn(const std::vector<std::string>& argv) {
       n = ::read(gate[0], &c, 1);
     } while (n < 0 && errno == EINTR);
     if (n != 1) _exit(127);  // the tracer gave up before releasing us
+    if (out_fd >= 0 && out_fd != 1) ::dup2(out_fd, 1);
+    if (err_fd >= 0 && err_fd != 2) ::dup2(err_fd, 2);
     ::execvp(cargv[0], cargv.data());
     int e = errno;
     (void)!::write(err[1], &e, sizeof(e));

@@ -16,7 +16,9 @@ namespace steptrace {
 
 class GatedChild {
  public:
-  static Result<GatedChild> spawn(const std::vector<std::string>& argv);
+  // out_fd / err_fd >= 0 become the job's stdout / stderr (a file, or
+  // steptrace's stderr when its stdout carries JSON); -1 leaves ours.
+  static Result<GatedChild> spawn(const std::vector<std::string>& argv, int out_fd = -1, int err_fd = -1);
   GatedChild(GatedChild&& o) noexcept;
   GatedChild(const GatedChild&) = delete;
   GatedChild& operator=(GatedChild&&) = delete;

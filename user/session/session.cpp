@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 #include <sys/resource.h>
 #include <elf.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <time.h>
@@ -223,6 +224,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   auto seeds = choose_targets(s->opts_, root, ts);
   if (!seeds) return seeds.error();
   const std::vector<uint32_t> seed = std::move(*seeds);
+  s->seed_count_ = seed.size();
 
   // Validate --accel-dev / --rdma-dev before loading anything.
   if (auto st = s->dev_files_.validate(); !st) return st.error();
@@ -298,20 +300,38 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
     if (!w) return w.error();
     s->writer_ = std::move(*w);
   }
-  if (launch) {
-    auto child = GatedChild::spawn(o.argv);
-    if (!child) return child.error();
-    const auto pid = static_cast<uint32_t>(child->pid());
-    if (auto st = s->tracer_->add_target(pid); !st) return st.error();
-    s->note_new_process(pid);
-    if (auto st = child->release(); !st) return st.error();
-    JobControlSettings js;
-    js.kill_after_ns = static_cast<uint64_t>(o.kill_after_s * 1e9);
-    js.keep_running = o.keep_running;
-    js.subreaper = o.subreaper;
-    s->job_.emplace(std::move(*child), js, root);
-  }
+  if (launch)
+    if (auto st = s->launch_job(root); !st) return st.error();
   return s;
+}
+
+// run, record -- CMD, top -- CMD: the job, held at its gate until it is a target.
+Status Session::launch_job(const SysRoot& root) {
+  // The job's output never mixes into a JSON stream or top's screen.
+  int out_fd = -1, err_fd = -1, file_fd = -1;
+  if (!opts_.job_output.empty()) {
+    file_fd = ::open(opts_.job_output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (file_fd < 0) return make_error(fmt::format("--job-output {}: {}", opts_.job_output, std::strerror(errno)));
+    out_fd = err_fd = file_fd;
+  } else if (opts_.command == CommandKind::top) {
+    file_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    out_fd = err_fd = file_fd;
+  } else if (opts_.json_path == "-") {
+    out_fd = 2;
+  }
+  auto child = GatedChild::spawn(opts_.argv, out_fd, err_fd);
+  if (file_fd >= 0) ::close(file_fd);
+  if (!child) return child.error();
+  const auto pid = static_cast<uint32_t>(child->pid());
+  if (auto st = tracer_->add_target(pid); !st) return st.error();
+  note_new_process(pid);
+  if (auto st = child->release(); !st) return st.error();
+  JobControlSettings js;
+  js.kill_after_ns = static_cast<uint64_t>(opts_.kill_after_s * 1e9);
+  js.keep_running = opts_.keep_running;
+  js.subreaper = opts_.subreaper;
+  job_.emplace(std::move(*child), js, root);
+  return Ok{};
 }
 
 nlohmann::json Session::capture_meta() const {
@@ -388,6 +408,10 @@ Status Session::run_loop(std::atomic<int>* signal) {
     // so the session ends as at the end of -d.
     if (write_failed_) request_stop(SIGTERM, writer_->end_reason() == "max_size" ? "max_size" : "capture write error");
     if (done()) break;
+    if (ticker_ && monotonic_ns() - last_tick_ns_ >= 1'000'000'000ull) {
+      last_tick_ns_ = monotonic_ns();
+      ticker_();
+    }
   }
   return Ok{};
 }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <map>
 #include <set>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,6 +46,12 @@ class Session {
   // Loop until the session is done(); a signal number stored in *signal
   // (by the caller's handler) is a stop request: request_stop(sig).
   Status run_loop(std::atomic<int>* signal);
+  // What is traced, for the line printed when tracing starts.
+  std::string banner() const;
+  // "12.3 s, 1234567 events, 0 dropped, 45.6 MiB written": record's progress line.
+  std::string progress_text() const;
+  // Called by run_loop about once a second (record's progress line on a TTY).
+  void set_ticker(std::function<void()> fn) { ticker_ = std::move(fn); }
   // End the session: with a launched job, `sig` goes to its process tree
   // and tracing goes on while it shuts down (session/job_control.h); in
   // attach mode, or with --keep-running, tracing ends at the next done().
@@ -83,6 +90,7 @@ class Session {
   void flush_notes();
   void on_record(const void* data, size_t len);
   nlohmann::json capture_meta() const;
+  Status launch_job(const SysRoot& root);
 
   Options opts_;
   SysRoot root_;
@@ -102,6 +110,9 @@ class Session {
   LibScanQueue scan_;
   std::set<std::string> probed_libs_;  // by MappedLib::key() (the inode), else by path
   std::vector<std::vector<uint8_t>> pending_notes_;
+  size_t seed_count_ = 0;  // processes traced from the start (attach, record -p/--cgroup, top)
+  std::function<void()> ticker_;
+  uint64_t last_tick_ns_ = 0;
   uint64_t start_mono_ns_ = 0;
   double start_cpu_s_ = 0;
   bool finished_ = false;

@@ -4,9 +4,11 @@
 // window); the analysis of it runs through Analysis::finish like the final
 // report's, on top's worker thread, so a refresh never holds up the drain.
 #include <signal.h>
+#include <fmt/core.h>
 #include <sys/resource.h>
 
 #include "session/session.h"
+#include "util/text.h"
 #include "util/self_usage.h"
 
 namespace steptrace {
@@ -65,6 +67,27 @@ bool Session::done() {
     return true;
   }
   return stop_requested_;
+}
+
+// The lines a person watching sees: what is traced, and record's progress.
+std::string Session::banner() const {
+  const auto& t = opts_.target;
+  std::string what;
+  if (job_) what = fmt::format("the job (pid {}, {}) and what it starts", job_->pid(), host_string(opts_.argv.front()));
+  else if (t.all) what = "every process on the host";
+  else if (!t.cgroup_path.empty()) what = fmt::format("cgroup {} ({} process(es) now, and what joins it)", t.cgroup_path, seed_count_);
+  else what = fmt::format("{} process(es) and their children", seed_count_);
+  std::string verb = opts_.record_path.empty() ? "Tracing" : "Recording";
+  return fmt::format("{} {}{}. Ctrl-C to end.", verb, what,
+                     opts_.record_path.empty() ? "" : " into " + opts_.record_path);
+}
+
+std::string Session::progress_text() const {
+  const double secs = static_cast<double>(monotonic_ns() - start_mono_ns_) / 1e9;
+  uint64_t dropped = 0;
+  if (auto d = tracer_->read_stats()) dropped = d->total_dropped();
+  return fmt::format("{:.0f} s, {} events, {} dropped, {:.1f} MiB written", secs, pipe_.records(), dropped,
+                     writer_ ? static_cast<double>(writer_->bytes_written()) / (1 << 20) : 0.0);
 }
 
 }  // namespace steptrace
