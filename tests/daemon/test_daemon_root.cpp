@@ -450,7 +450,7 @@ TEST_CASE("daemon: an event storm is held under the CPU budget and the degradati
   std::system(("rm -rf '" + devdir + "'").c_str());
 }
 
-TEST_CASE("daemon: dumps only through the root-only control socket (modes, then SO_PEERCRED); HTTP is read-only",
+TEST_CASE("daemon: dumps only through the root-only control socket (modes, then SO_PEERCRED), HTTP is read-only",
           "[root][daemon]") {
   require_root();
   DaemonRun d("ctl", {"--scan-ms", "250"});
