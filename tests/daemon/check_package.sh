@@ -25,7 +25,8 @@ for f in ./usr/sbin/steptrace ./usr/lib/systemd/system/steptrace.service ./etc/s
 done
 dpkg-deb --field "$deb" Package | grep -qx steptrace || fail "package name"
 dpkg-deb --field "$deb" Depends | grep -q libbpf || fail "Depends lacks libbpf (shlibdeps)"
-dpkg-deb --ctrl-tarfile "$deb" | tar -t | grep -q conffiles || fail "no conffiles"
+# (no grep -q after a pipe: under pipefail its early exit is the writer's SIGPIPE)
+dpkg-deb --ctrl-tarfile "$deb" | tar -t | grep conffiles >/dev/null || fail "no conffiles"
 dpkg-deb --info "$deb" conffiles | grep -qx /etc/steptrace/steptrace.toml || fail "config is not a conffile"
 [ "$(dpkg-deb --contents "$deb" | awk '$6=="./etc/steptrace/steptrace.toml"{print $1}')" = "-rw-r--r--" ] || fail "config mode"
 
@@ -40,8 +41,8 @@ for f in postinst prerm postrm; do
 done
 grep -q 'systemctl daemon-reload' "$ctrl/postinst" || fail "postinst does not run systemctl daemon-reload"
 grep -q 'systemctl daemon-reload' "$ctrl/postrm" || fail "postrm does not run systemctl daemon-reload"
-if grep -v '^[[:space:]]*#' "$ctrl/postinst" "$ctrl/postrm" |
-   grep -Eq 'systemctl[^|;&]*[[:space:]](enable|start|restart|try-restart|reload-or-restart|preset)|deb-systemd-(helper|invoke)'; then
+if grep -hv '^[[:space:]]*#' "$ctrl/postinst" "$ctrl/prerm" "$ctrl/postrm" |
+   grep -E 'systemctl[^|;&]*[[:space:]](enable|start|restart|try-restart|reload-or-restart|preset)|deb-systemd-(helper|invoke)' >/dev/null; then
   fail "a maintainer script enables or starts the service"
 fi
 # Run them as systemd would see them, in a private mount namespace where /run
