@@ -93,8 +93,8 @@ int ctl_main(int argc, char** argv) {
   std::string socket = kDefaultControlSocket;
   double timeout_s = ControlServer::kAnswerTimeoutS + 10;
   std::vector<std::string> words;
-  app.add_option("--socket", socket, "Control socket of the daemon (its control_socket)");
-  app.add_option("--timeout", timeout_s, "Seconds to wait for the answer");
+  app.add_option("--socket", socket, "Control socket of the daemon (its control_socket)")->capture_default_str();
+  app.add_option("--timeout", timeout_s, "Seconds to wait for the answer")->capture_default_str();
   app.add_option("request", words,
                  "dump [REASON]: write a flight-recorder capture now, prints its path\n"
                  "reload: re-read the configuration (as SIGHUP)\n"
