@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "cli/options.h"
+#include "daemon/control_client.h"
 #include "daemon/daemon.h"
 #include "export/outputs.h"
 #include "session/top_command.h"
@@ -169,6 +170,8 @@ int steptrace_main(int argc, char** argv) {
     libbpf_set_print(libbpf_print);
     return steptrace::daemon::daemon_main(argc - 1, argv + 1);
   }
+  // `steptrace ctl`: a request to the running daemon over its control socket.
+  if (argc >= 2 && std::string_view(argv[1]) == "ctl") return steptrace::daemon::ctl_main(argc - 1, argv + 1);
   int code = 0;
   auto opts = parse_options(argc, argv, &code);
   if (!opts) {

@@ -25,9 +25,41 @@ for f in ./usr/sbin/steptrace ./usr/lib/systemd/system/steptrace.service ./etc/s
 done
 dpkg-deb --field "$deb" Package | grep -qx steptrace || fail "package name"
 dpkg-deb --field "$deb" Depends | grep -q libbpf || fail "Depends lacks libbpf (shlibdeps)"
-dpkg-deb --ctrl-tarfile "$deb" | tar -t | grep -q conffiles || fail "no conffiles"
+# (no grep -q after a pipe: under pipefail its early exit is the writer's SIGPIPE)
+dpkg-deb --ctrl-tarfile "$deb" | tar -t | grep conffiles >/dev/null || fail "no conffiles"
 dpkg-deb --info "$deb" conffiles | grep -qx /etc/steptrace/steptrace.toml || fail "config is not a conffile"
 [ "$(dpkg-deb --contents "$deb" | awk '$6=="./etc/steptrace/steptrace.toml"{print $1}')" = "-rw-r--r--" ] || fail "config mode"
+
+# Maintainer scripts: present and executable; they reload systemd's view of the
+# units but never enable, start or restart the daemon (no surprise on install).
+ctrl="$work/ctrl"
+mkdir -p "$ctrl"
+dpkg-deb --control "$deb" "$ctrl"
+for f in postinst prerm postrm; do
+  [ -x "$ctrl/$f" ] || fail "$f missing from the package or not executable"
+  sh -n "$ctrl/$f" || fail "$f: shell syntax"
+done
+grep -q 'systemctl daemon-reload' "$ctrl/postinst" || fail "postinst does not run systemctl daemon-reload"
+grep -q 'systemctl daemon-reload' "$ctrl/postrm" || fail "postrm does not run systemctl daemon-reload"
+if grep -hv '^[[:space:]]*#' "$ctrl/postinst" "$ctrl/prerm" "$ctrl/postrm" |
+   grep -E 'systemctl[^|;&]*[[:space:]](enable|start|restart|try-restart|reload-or-restart|preset)|deb-systemd-(helper|invoke)' >/dev/null; then
+  fail "a maintainer script enables or starts the service"
+fi
+# Run them as systemd would see them, in a private mount namespace where /run
+# says systemd is running and `systemctl` only logs what it is asked.
+if unshare -m true 2>/dev/null; then
+  mkdir -p "$work/fakebin"
+  printf '#!/bin/sh\necho "$*" >> "%s/systemctl.log"\n' "$work" >"$work/fakebin/systemctl"
+  chmod +x "$work/fakebin/systemctl"
+  unshare -m sh -c 'mount -t tmpfs none /run && mkdir -p /run/systemd/system &&
+    PATH="$1:$PATH" sh "$2/postinst" configure && PATH="$1:$PATH" sh "$2/prerm" upgrade &&
+    PATH="$1:$PATH" sh "$2/postrm" upgrade' sh "$work/fakebin" "$ctrl" || fail "maintainer scripts failed"
+  [ "$(cat "$work/systemctl.log")" = "$(printf 'daemon-reload\ndaemon-reload')" ] ||
+    fail "maintainer scripts asked systemctl for: $(tr '\n' ',' <"$work/systemctl.log")"
+  echo "maintainer scripts: daemon-reload only"
+else
+  echo "unshare -m not permitted: maintainer scripts checked by reading only"
+fi
 
 # Install with dpkg into a scratch root (dependencies are checked against the host, not the root).
 root="$work/root"
@@ -36,6 +68,7 @@ touch "$root/var/lib/dpkg/status" "$root/var/lib/dpkg/available"
 dpkg --root="$root" --force-depends --force-not-root --force-script-chrootless --log=/dev/null -i "$deb" \
   >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg -i"; }
 dpkg --root="$root" -s steptrace | grep -q "Status: install ok installed" || fail "not installed"
+[ ! -e "$root/etc/systemd/system/multi-user.target.wants/steptrace.service" ] || fail "install enabled the unit"
 [ -x "$root/usr/sbin/steptrace" ] || fail "binary not installed"
 "$root/usr/sbin/steptrace" daemon --help | grep -q -- "--max-cpu" || fail "installed binary has no daemon"
 # One version everywhere: the package, the binary and the installed man page.
@@ -62,6 +95,14 @@ if command -v systemd-analyze >/dev/null 2>&1; then
   bad=$(grep -i "steptrace.service" <<<"$out" | grep -v "Failed to .*bus\|connect" || true)
   [ -z "$bad" ] || fail "systemd-analyze verify: $bad"
   echo "systemd-analyze verify: ok"
+  # The hardening that the budget and the control socket rely on.
+  for k in 'ExecStartPre=+/usr/sbin/sysctl -w kernel.bpf_stats_enabled=1' 'RuntimeDirectory=steptrace' \
+           'RuntimeDirectoryMode=0700' 'IPAddressAllow=localhost' 'IPAddressDeny=any' 'SystemCallFilter=@system-service'; do
+    grep -qxF "$k" "$unit" || fail "unit lacks $k"
+  done
+  if sec=$(systemd-analyze security --offline=yes "$unit" 2>/dev/null); then
+    echo "systemd-analyze security: $(tail -1 <<<"$sec")"
+  fi
 else
   echo "systemd-analyze not present: unit check skipped"
 fi

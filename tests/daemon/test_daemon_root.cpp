@@ -4,15 +4,20 @@
 // flat RSS; an event storm that pushes it over its CPU budget.
 #include <catch2/catch.hpp>
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -46,17 +51,19 @@ void require_root() {
 }
 
 struct DaemonRun {
-  std::string dir, log;
+  std::string dir, log, sock;
   int port = 0;
   Proc proc;
   DaemonRun(const std::string& tag, std::vector<std::string> extra) {
     dir = make_tmpdir(tag);
     REQUIRE(!dir.empty());
     log = dir + "/daemon.log";
+    sock = dir + "/run/control.sock";  // not /run/steptrace: tests may run beside an installed daemon
     port = free_port();
     std::ofstream(dir + "/empty.toml") << "# test config\n";
     std::vector<std::string> argv = {STEPTRACE_BIN, "daemon", "--config", dir + "/empty.toml", "--listen",
-                                     "127.0.0.1:" + std::to_string(port), "--dump-dir", dir + "/dumps"};
+                                     "127.0.0.1:" + std::to_string(port), "--dump-dir", dir + "/dumps",
+                                     "--control-socket", sock};
     argv.insert(argv.end(), extra.begin(), extra.end());
     proc = Proc(argv, log);
     auto end = std::chrono::steady_clock::now() + 30s;
@@ -182,6 +189,56 @@ double sched_records(const std::string& m) {
   return n;
 }
 
+// Connects to a unix socket as uid/gid 65534 (nobody) in a forked child,
+// sends a dump request and returns what happened: the answer line, or
+// "connect: <strerror>".
+std::string control_as_nobody(const std::string& sock) {
+  int pfd[2];
+  if (::pipe(pfd) != 0) return "pipe";
+  pid_t p = ::fork();
+  if (p == 0) {
+    ::close(pfd[0]);
+    std::string out;
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) {
+      out = "setuid failed";
+    } else {
+      int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+      struct sockaddr_un a {};
+      a.sun_family = AF_UNIX;
+      std::strncpy(a.sun_path, sock.c_str(), sizeof(a.sun_path) - 1);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+        out = std::string("connect: ") + std::strerror(errno);
+      } else {
+        (void)!::write(fd, "dump nobody\n", 12);
+        char buf[256];
+        ssize_t n;
+        while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+      }
+    }
+    (void)!::write(pfd[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(pfd[1]);
+  std::string got;
+  char buf[256];
+  ssize_t n;
+  while ((n = ::read(pfd[0], buf, sizeof(buf))) > 0) got.append(buf, static_cast<size_t>(n));
+  ::close(pfd[0]);
+  int st = 0;
+  ::waitpid(p, &st, 0);
+  return got;
+}
+
+// Runs `steptrace ctl --socket SOCK ARGS`: exit status and stdout+stderr.
+std::pair<int, std::string> ctl(const DaemonRun& d, const std::string& args) {
+  std::string out = d.dir + "/ctl.out";
+  int rc = std::system((std::string(STEPTRACE_BIN) + " ctl --socket '" + d.sock + "' " + args + " > '" + out +
+                        "' 2>&1").c_str());
+  std::string text = read_file(out);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, text};
+}
+
 nlohmann::json prom_query(int port, const std::string& q) {
   std::string path = "/api/v1/query?query=";
   for (unsigned char c : q) {
@@ -229,14 +286,14 @@ TEST_CASE("daemon: Prometheus scrapes per-category series and the verdict of tra
   Proc sim({TRAINSIM_BIN, "--scenario", "data-bound", "--steps", "200", "--dev-dir", sim_dir, "--mr-per-step-bytes",
             "1m"},
            d.dir + "/trainsim.log");
-  // While it runs: SIGUSR1 dumps the flight recorder; POST /dump too (rate-limited).
+  // While it runs: SIGUSR1 dumps the flight recorder; HTTP is read-only
+  // (dumps through the control socket: "daemon: dumps only through ...").
   std::this_thread::sleep_for(6s);
   REQUIRE(sim.running());
   REQUIRE(d.metric("steptrace_tracked_processes") >= 1);
   ::kill(d.proc.pid(), SIGUSR1);
-  auto post = http_post(d.port, "/dump");
-  CHECK((post.status == 200 || post.status == 429));
-  CHECK(http_post(d.port, "/dump", "body").status == 400);  // requests with a body are refused
+  CHECK(http_post(d.port, "/dump").status == 405);
+  CHECK(http_post(d.port, "/dump", "body").status == 405);
   CHECK(http_get(d.port, "/../../etc/passwd").status == 404);  // no files served
 
   INFO(read_file(d.dir + "/trainsim.log"));
@@ -434,6 +491,86 @@ TEST_CASE("daemon: an event storm is held under the CPU budget and the degradati
   CHECK(100 * (cpu + bpf) / wall < budget);
   CHECK(d.proc.running());
   std::system(("rm -rf '" + devdir + "'").c_str());
+}
+
+TEST_CASE("daemon: dumps only through the root-only control socket (modes, then SO_PEERCRED), HTTP is read-only",
+          "[root][daemon]") {
+  require_root();
+  DaemonRun d("ctl", {"--scan-ms", "250"});
+  auto captures = [&] {
+    size_t n = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(d.dir + "/dumps", ec)) n += e.path().extension() == ".cap";
+    return n;
+  };
+  auto until = [&](auto pred) {
+    auto end = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < end) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  };
+  INFO(read_file(d.log));
+
+  // HTTP: GET only. POST /dump is 405 and writes nothing.
+  CHECK(http_post(d.port, "/dump").status == 405);
+  CHECK(http_post(d.port, "/dump", "body").status == 405);
+  CHECK(http_get(d.port, "/").status == 200);
+  std::this_thread::sleep_for(1s);
+  CHECK(captures() == 0);
+
+  // The socket and its directory: the daemon's (root here), 0600 and 0700.
+  struct stat st {};
+  REQUIRE(::stat((d.dir + "/run").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  CHECK(st.st_uid == 0);
+  REQUIRE(::lstat(d.sock.c_str(), &st) == 0);
+  CHECK(S_ISSOCK(st.st_mode));
+  CHECK((st.st_mode & 0777) == 0600);
+
+  // Not root: the socket's mode refuses (directories opened for the test so that only the socket's 0600 is left).
+  REQUIRE(::chmod(d.dir.c_str(), 0711) == 0);
+  REQUIRE(::chmod((d.dir + "/run").c_str(), 0711) == 0);
+  CHECK(control_as_nobody(d.sock) == "connect: Permission denied");
+  // The socket opened to everyone: SO_PEERCRED still refuses, and counts it.
+  REQUIRE(::chmod(d.sock.c_str(), 0666) == 0);
+  CHECK(control_as_nobody(d.sock).rfind("error permission denied", 0) == 0);
+  REQUIRE(::chmod(d.sock.c_str(), 0600) == 0);
+  REQUIRE(::chmod((d.dir + "/run").c_str(), 0700) == 0);
+  REQUIRE(::chmod(d.dir.c_str(), 0700) == 0);
+  CHECK(until([&] { return d.metric("steptrace_control_refused_total") == 1; }));
+  CHECK(read_file(d.log).find("refused a connection from uid 65534") != std::string::npos);
+  std::this_thread::sleep_for(1s);
+  CHECK(captures() == 0);
+
+  // Root, through `steptrace ctl`: the capture appears and the path is printed.
+  auto [rc, out] = ctl(d, "dump checking the control path");
+  CHECK(rc == 0);
+  INFO("ctl dump: " << out);
+  REQUIRE(fs::exists(out));
+  CHECK(captures() == 1);
+  CHECK(out.find("-control.cap") != std::string::npos);  // the trigger names the file, the reason does not
+  REQUIRE(::stat(out.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  // Manual dumps: one per dump_min_interval_seconds (300 s by default).
+  auto again = ctl(d, "dump");
+  CHECK(again.first == 1);
+  CHECK(again.second.find("rate-limited") != std::string::npos);
+  CHECK(captures() == 1);
+  CHECK(until([&] { return d.metric("steptrace_control_requests_total", {"verb=\"dump\"", "result=\"ok\""}) == 1; }));
+
+  // The other verbs: reload (as SIGHUP), level (the floor), and usage errors.
+  CHECK(ctl(d, "reload").first == 0);
+  CHECK(until([&] { return d.metric("steptrace_config_reloads_total", {"result=\"ok\""}) == 1; }));
+  CHECK(ctl(d, "level aggregated").first == 0);
+  CHECK(until([&] { return d.metric("steptrace_degradation_level") == 3; }));
+  CHECK(d.metric("steptrace_degradation_floor") == 3);
+  CHECK(ctl(d, "level auto").first == 0);
+  CHECK(until([&] { return d.metric("steptrace_degradation_floor") == 0; }));
+  CHECK(ctl(d, "level bogus").first == 1);
+  CHECK(ctl(d, "frobnicate").first == 2);
+  CHECK(d.proc.running());
 }
 
 TEST_CASE("daemon: SIGHUP reloads the config file, and a step far over p99 dumps the flight recorder",

@@ -279,6 +279,7 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   app.add_flag("-v,--verbose", o.verbose, "More output (repeat for libbpf debug)");
   app.require_subcommand(1);
   app.footer("Always on: steptrace daemon [--config FILE] [options]   (steptrace daemon --help)\n"
+             "Ask it:    steptrace ctl dump [REASON] | reload | level NAME|auto   (as root; steptrace ctl --help)\n"
              "Manual: man 8 steptrace");
   app.fallthrough();
   // run's job argv travels as "extras"; any other stray argument is rejected below.

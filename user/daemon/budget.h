@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CPU budget: the tracer's own CPU (userspace rusage + BPF program run
-// time) over a sliding window, against --max-cpu percent of one core. When
+// The CPU budget: the tracer's own CPU (userspace rusage of every thread +
+// BPF program run time, less the dump worker's thread CPU: captures are
+// rate-limited instead, see dump_worker.h; windows.cpp sample_cpu) over a
+// sliding window, against --max-cpu percent of one core. When
 // the window average stays over budget the daemon steps one level down the
 // degradation ladder (see kLevels); when it stays well under budget for a
 // hold time it steps back up, and each relapse doubles that hold time.

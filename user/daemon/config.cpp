@@ -25,6 +25,9 @@ void add_flags(CLI::App& app, DaemonConfig& c) {
   app.add_option("--listen", c.listen,
                  "HOST:PORT for the Prometheus endpoint (default 127.0.0.1:19464; anything else is an explicit choice, e.g. "
                  "the pod IP in Kubernetes)");
+  app.add_option("--control-socket", c.control_socket,
+                 "Unix socket for `steptrace ctl` (default /run/steptrace/control.sock; root and the daemon's user "
+                 "only; \"none\" turns it off)");
   app.add_option("--max-cpu", c.max_cpu_percent, "CPU budget in percent of one core (userspace + BPF run time)");
   app.add_option("--degrade-level", c.degrade_level,
                  "Start at this level of the degradation ladder (full, slow_drain, sampled, aggregated, no_net, "
@@ -48,7 +51,8 @@ void add_flags(CLI::App& app, DaemonConfig& c) {
   app.add_option("--dump-dir", c.dump_dir, "Directory for flight-recorder captures");
   app.add_flag("--auto-dump,!--no-auto-dump", c.auto_dump, "Dump automatically when a step exceeds p99 x factor");
   app.add_option("--auto-dump-factor", c.auto_dump_factor, "Automatic dump threshold as a multiple of p99");
-  app.add_option("--dump-min-interval", c.dump_min_interval_s, "Minimum seconds between two dumps");
+  app.add_option("--dump-min-interval", c.dump_min_interval_s,
+                 "Minimum seconds between two automatic dumps, and between two requested ones (SIGUSR1, ctl dump)");
   app.add_option("--max-processes", c.max_processes, "Cap on tracked accelerator processes");
   app.add_option("--max-window-events", c.max_window_events, "A window closes early after this many events");
   app.add_option("--max-series", c.max_series, "Cap on per-rank metric series");
@@ -116,6 +120,7 @@ Result<Ok> apply_config_toml(const std::string& text, const std::string& origin,
     };
     const std::map<std::string, Setter> keys = {
         {"listen", str(c.listen)},
+        {"control_socket", str(c.control_socket)},
         {"max_cpu_percent", dbl(c.max_cpu_percent)},
         {"degrade_level", str(c.degrade_level)},
         {"sample_every", u32(c.sample_every)},
@@ -182,6 +187,9 @@ Result<std::pair<std::string, int>> split_listen(const std::string& s) {
 
 Result<Ok> validate(const DaemonConfig& c) {
   if (auto l = split_listen(c.listen); !l) return l.error();
+  if (control_socket_enabled(c) && (c.control_socket.front() != '/' || c.control_socket.size() >= 108))
+    return make_error(fmt::format("control_socket '{}': an absolute path shorter than 108 bytes, or \"none\"",
+                                  c.control_socket));
   if (!(c.max_cpu_percent > 0 && c.max_cpu_percent <= 100 * 1024))
     return make_error(fmt::format("max_cpu_percent {} must be > 0", c.max_cpu_percent));
   if (level_by_name(c.degrade_level) < 0) {

@@ -23,6 +23,8 @@ struct DaemonConfig {
   std::string config_path = kDefaultConfigPath;
   bool config_explicit = false;        // --config given: a missing file is an error
   std::string listen = kDefaultListen;
+  // Unix socket for `steptrace ctl` (root and the daemon's uid only); "" or "none" = off.
+  std::string control_socket = "/run/steptrace/control.sock";
   double max_cpu_percent = 1.0;        // of one core: userspace + BPF run time
   std::string degrade_level = "full";  // start at this level of the ladder, never recover past it
   uint32_t sample_every = 4;           // level sampled: per-event detail in 1 of this many windows
@@ -42,7 +44,9 @@ struct DaemonConfig {
   std::string dump_dir = "/var/lib/steptrace";
   bool auto_dump = true;
   double auto_dump_factor = 3.0;       // a step longer than p99 x this triggers a dump
-  double dump_min_interval_s = 300;    // rate limit for automatic and requested dumps
+  // At most one automatic (slow-step) dump per this many seconds, and at most
+  // one requested (SIGUSR1, steptrace ctl dump) dump: two limits, counted apart.
+  double dump_min_interval_s = 300;
   // Hard caps (memory stays bounded however long the daemon runs).
   uint32_t max_processes = 4096;       // tracked accelerator processes
   uint32_t max_targets = 0;            // tests (hidden --max-targets): kernel target set entries, 0 = default
@@ -60,6 +64,11 @@ Result<Ok> apply_config_toml(const std::string& text, const std::string& origin,
 
 // Defaults -> file -> flags. The file is optional unless --config was given.
 Result<DaemonConfig> load_config(int argc, const char* const* argv, int* exit_code);
+
+// The control socket is on unless control_socket is "" or "none".
+inline bool control_socket_enabled(const DaemonConfig& c) {
+  return !c.control_socket.empty() && c.control_socket != "none";
+}
 
 // Checks ranges and formats ("HOST:PORT").
 Result<Ok> validate(const DaemonConfig& c);

@@ -50,12 +50,24 @@ Status Daemon::start() {
     log::info("starting at degradation level {} '{}' (degrade_level): {}", budget_.level(),
               kLevels[budget_.level()].name, kLevels[budget_.level()].what);
 
-  // BPF run-time statistics: the kernel counts only while this fd is open.
+  // BPF run-time statistics: the kernel counts while this fd is open
+  // (BPF_ENABLE_STATS needs CAP_SYS_ADMIN) or while kernel.bpf_stats_enabled=1
+  // (the systemd unit's ExecStartPre sets it). With neither, the CPU budget
+  // sees only userspace: say so loudly (steptrace_bpf_stats_enabled is 0).
   stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
-  if (stats_fd_ < 0) log::warn("cannot enable BPF run-time stats ({}); BPF CPU is not measured", std::strerror(errno));
+  const int stats_errno = errno;
+  if (stats_fd_ >= 0) log::info("BPF run-time statistics: on (BPF_ENABLE_STATS)");
+  else if (bpf_stats_enabled()) log::info("BPF run-time statistics: on (kernel.bpf_stats_enabled=1)");
+  else
+    log::warn("BPF run-time statistics are OFF: BPF_ENABLE_STATS failed ({}) and kernel.bpf_stats_enabled is 0. The "
+              "CPU budget (--max-cpu) counts only userspace, not the BPF programs' run time. Fix: `sysctl -w "
+              "kernel.bpf_stats_enabled=1` before the daemon starts (the shipped systemd unit does) or CAP_SYS_ADMIN",
+              std::strerror(stats_errno));
 
   if (auto s = build_tracer(); !s) return s;
   if (auto s = prepare_dump_dir(); !s) log::warn("{}", s.error().message);
+  else remove_stale_dump_temps(cfg_.dump_dir);  // captures a crash cut short
+  dump_worker_.start();
 
   auto listen = split_listen(cfg_.listen);
   if (!listen) return listen.error();
@@ -64,8 +76,30 @@ Status Daemon::start() {
               "job and process names); restrict it with a firewall or a NetworkPolicy",
               cfg_.listen);
   if (auto st = http_.start(listen->first, listen->second, cfg_.listen); !st) return st;
-  log::info("serving Prometheus metrics on http://{}/metrics", cfg_.listen);
+  log::info("serving Prometheus metrics on http://{}/metrics (read-only)", cfg_.listen);
+  if (control_socket_enabled(cfg_)) {
+    if (auto st = control_.start(cfg_.control_socket); !st) return st;
+    log::info("control socket {} (root and uid {} only): steptrace ctl dump|reload|level", cfg_.control_socket,
+              ::geteuid());
+  } else {
+    log::info("control socket disabled (control_socket = \"{}\"): dumps only on SIGUSR1 and slow steps",
+              cfg_.control_socket);
+  }
   return Ok{};
+}
+
+bool Daemon::bpf_stats_enabled() const {
+  if (stats_fd_ >= 0) return true;
+  auto v = read_small_file("/proc/sys/kernel/bpf_stats_enabled", 64);
+  return v && !v->empty() && (*v)[0] == '1';
+}
+
+void Daemon::publish_metrics() {
+  render_metrics();
+  // The control path's families (control.cpp), served after metrics.cpp's.
+  Exposition x;
+  render_control_metrics(x);
+  http_.set_extra_metrics(x.text());
 }
 
 void Daemon::apply_runtime_config() {
@@ -83,20 +117,23 @@ void Daemon::apply_runtime_config() {
   scanner_.set_accel_paths(std::move(paths));
 }
 
-void Daemon::reload() {
+Status Daemon::reload() {
   int code = 0;
   auto c = load_config(argc_, argv_, &code);
   if (!c) {
     ++reload_err_;
     log::error("reload failed, keeping the running configuration: {}", c.error().message);
-    return;
+    return make_error("reload failed, keeping the running configuration: " + c.error().message);
   }
   if (c->listen != cfg_.listen || c->ring_mib != cfg_.ring_mib || c->btf_path != cfg_.btf_path ||
-      c->collectors != cfg_.collectors || c->accel_devs != cfg_.accel_devs || c->rdma_devs != cfg_.rdma_devs)
-    log::warn("reload: listen, ring_mib, btf, collectors, accel_devs and rdma_devs take effect at restart");
+      c->collectors != cfg_.collectors || c->accel_devs != cfg_.accel_devs || c->rdma_devs != cfg_.rdma_devs ||
+      c->control_socket != cfg_.control_socket)
+    log::warn("reload: listen, ring_mib, btf, collectors, accel_devs, rdma_devs and control_socket take effect at "
+              "restart");
   DaemonConfig keep = cfg_;
   cfg_ = *c;
   cfg_.listen = keep.listen;
+  cfg_.control_socket = keep.control_socket;
   cfg_.ring_mib = keep.ring_mib;
   cfg_.btf_path = keep.btf_path;
   cfg_.collectors = keep.collectors;
@@ -108,15 +145,16 @@ void Daemon::reload() {
   ++reload_ok_;
   log::info("configuration reloaded from {} (max_cpu {}%, window {} s, flight recorder {} s / {} MiB)", cfg_.config_path,
             cfg_.max_cpu_percent, cfg_.window_s, cfg_.flight_seconds, cfg_.flight_mib);
+  return Ok{};
 }
 
 int Daemon::run() {
   uint64_t next_second = 0;
-  render_metrics();
+  publish_metrics();
   while (!g_stop.load()) {
     // A drain cut short at its bound (a storm) goes on at once: no sleep.
     if (!reader_ || !reader_->more()) std::this_thread::sleep_for(std::chrono::milliseconds(drain_ms_));
-    if (g_reload.exchange(false)) reload();
+    if (g_reload.exchange(false)) (void)reload();
     uint64_t now = monotonic_ns();
     if (reader_) {
       if (auto n = reader_->drain(); !n) {
@@ -132,6 +170,7 @@ int Daemon::run() {
     if (!lib_scan_.empty()) scan_for_libs();
     flight_.evict(now);
     handle_dumps();
+    handle_control();
     if (pipe_.window_records() >= cfg_.max_window_events) {
       ++cap_hits_["window_events"];
       close_window(now, "event_cap");
@@ -140,12 +179,13 @@ int Daemon::run() {
     }
     if (now >= next_second) {
       sample_cpu();
-      render_metrics();
+      publish_metrics();
       next_second = now + 1'000'000'000ull;
     }
   }
   log::info("stopping");
-  http_.answer_all(503, "shutting down");  // anyone still waiting on a dump
+  if (auto o = dump_worker_.wait_outcome()) finish_dump(*o);  // a capture in hand is finished and answered
+  control_.answer_all(false, "shutting down");  // anyone still waiting
   return exit_code_;
 }
 

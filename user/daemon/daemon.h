@@ -7,7 +7,10 @@
 //   every second: CPU budget (rusage + BPF run time) -> degradation ladder
 //     (budget.h: kLevels); per-process in-kernel counters (level aggregated)
 //   window start: BPF detail/aggregation switches (level sampled: detail in 1 of N windows)
-//   HTTP thread (cpp-httplib): GET /metrics, POST /dump; signals: HUP reload, USR1 dump.
+//   HTTP thread (cpp-httplib): GET /metrics only (read-only; other methods 405)
+//   control socket thread (unix, root-only): dump, reload, level; answered by the main loop
+//   dump worker thread: compresses and writes flight-recorder captures
+//   signals: HUP reload, USR1 dump.
 //
 // Memory is bounded however long it runs: one window of analysis state (a hard
 // event cap closes a window early), a byte-capped flight recorder, capped

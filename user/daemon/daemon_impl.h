@@ -7,8 +7,10 @@
 //   windows.cpp      closing analysis windows into the per-rank series; the CPU budget sample
 //   metrics.cpp      the Prometheus exposition of all of it
 //   dumps.cpp        flight-recorder captures on demand and on slow steps
-// and the HTTP endpoint in http_server.h (its own thread). Not for use
-// outside user/daemon.
+//   control.cpp      the control socket's requests (dump, reload, level)
+// and, each on its own thread, the HTTP endpoint (http_server.h, read-only),
+// the control socket (control_socket.h) and the dump worker (dump_worker.h).
+// Not for use outside user/daemon.
 #pragma once
 
 #include <atomic>
@@ -25,7 +27,9 @@
 
 #include "daemon/budget.h"
 #include "daemon/config.h"
+#include "daemon/control_socket.h"
 #include "daemon/discovery.h"
+#include "daemon/dump_worker.h"
 #include "daemon/exposition.h"
 #include "daemon/flight_recorder.h"
 #include "daemon/http_server.h"
@@ -50,8 +54,6 @@ inline constexpr double kBuckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 
 inline constexpr size_t kNumBuckets = sizeof(kBuckets) / sizeof(kBuckets[0]);
 inline constexpr size_t kStepHistory = 4096;   // step durations kept for the p99 of the auto-dump trigger
 inline constexpr size_t kMinHistory = 100;     // no automatic dump before this many steps
-inline constexpr int kMaxDumpFiles = 16;       // oldest flight-recorder captures are removed
-inline constexpr double kManualDumpMinS = 5;   // SIGUSR1 / POST /dump rate limit
 
 uint64_t rss_bytes();
 std::string hostname();
@@ -135,12 +137,23 @@ class Daemon {
   void render_cost_metrics(Exposition& x) const;
   void render_housekeeping_metrics(Exposition& x);
   Labels host_labels(Labels l) const;
-  void reload();
+  Status reload();
   void apply_runtime_config();
+  bool bpf_stats_enabled() const;  // BPF_ENABLE_STATS fd or kernel.bpf_stats_enabled=1
+  void publish_metrics();
   void handle_dumps();
-  Result<std::string> dump(const std::string& reason);
+  void handle_control();
+  std::string set_level_floor(const std::string& arg, bool* ok);
+  void render_control_metrics(Exposition& x) const;
+  // Manual dumps (SIGUSR1, the control socket): rate-limited, then start_dump.
+  Status request_manual_dump(const std::string& trigger, const std::string& note,
+                             std::shared_ptr<ControlRequest> waiter);
+  // Copies the flight recorder and hands it to the dump worker; `waiter`
+  // (may be null) is answered when the capture is written.
+  Status start_dump(const std::string& trigger, const std::string& note, std::shared_ptr<ControlRequest> waiter);
+  void finish_dump(const DumpOutcome& o);
   Status prepare_dump_dir();
-  nlohmann::json capture_meta(const std::string& reason) const;
+  nlohmann::json capture_meta(const std::string& trigger, const std::string& note) const;
   DropStats cumulative_drops() const;
 
   DaemonConfig cfg_;
@@ -217,8 +230,12 @@ class Daemon {
   std::map<std::string, uint64_t> cap_hits_, dumps_ok_, window_closes_;
   uint64_t dump_failures_ = 0, reload_ok_ = 0, reload_err_ = 0;
   double last_auto_dump_s_ = -1e18, last_manual_dump_s_ = -1e18;
+  std::map<std::string, uint64_t> control_requests_;  // "verb result" -> requests answered
 
   MetricsServer http_;
+  ControlServer control_;
+  DumpWorker dump_worker_;
+  std::shared_ptr<ControlRequest> dump_waiter_;  // the request the capture in hand answers
 };
 
 

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Flight-recorder captures: on SIGUSR1, POST /dump (rate-limited) and slow
-// steps, into a directory that must be ours alone; the newest few are kept.
+// Flight-recorder captures: on SIGUSR1 and the control socket's `dump`
+// (manual: at most one per dump_min_interval_seconds) and on slow steps
+// (automatic: the same interval, counted apart), into a directory that must
+// be ours alone. The main loop copies the flight recorder; the dump worker
+// compresses and writes the copy and keeps the newest few of each trigger.
 #include "daemon/daemon_impl.h"
 
 #include <fmt/core.h>
@@ -8,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -38,7 +41,7 @@ Status Daemon::prepare_dump_dir() {
   return Ok{};
 }
 
-nlohmann::json Daemon::capture_meta(const std::string& reason) const {
+nlohmann::json Daemon::capture_meta(const std::string& trigger, const std::string& note) const {
   struct timespec rt {};
   clock_gettime(CLOCK_REALTIME, &rt);
   uint64_t real_ns = static_cast<uint64_t>(rt.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(rt.tv_nsec);
@@ -49,23 +52,30 @@ nlohmann::json Daemon::capture_meta(const std::string& reason) const {
   for (const auto& [pid, id] : tracked_) pids.push_back(pid);
   uint64_t now = monotonic_ns();
   uint64_t keep = static_cast<uint64_t>(cfg_.flight_seconds * 1e9);
-  return {{"host", host_},
-          {"kernel", features_.release},
-          {"abi_version", ST_ABI_VERSION},
-          {"argv", nlohmann::json::array()},
-          {"pids", pids},
-          {"accel_devs", cfg_.accel_devs},
-          {"subsystems", active_subsystems_},
-          {"ring_mib", cfg_.ring_mib},
-          {"drain_ms", drain_ms_},
-          {"attach_tiers", tiers},
-          {"source", "steptrace daemon flight recorder"},
-          {"dump_reason", reason},
-          {"realtime_minus_monotonic_ns", static_cast<int64_t>(real_ns - now)},
-          {"window_start_ns", now > keep ? now - keep : 0}};
+  nlohmann::json m = {{"host", host_},
+                      {"kernel", features_.release},
+                      {"abi_version", ST_ABI_VERSION},
+                      {"argv", nlohmann::json::array()},
+                      {"pids", pids},
+                      {"accel_devs", cfg_.accel_devs},
+                      {"subsystems", active_subsystems_},
+                      {"ring_mib", cfg_.ring_mib},
+                      {"drain_ms", drain_ms_},
+                      {"attach_tiers", tiers},
+                      {"source", "steptrace daemon flight recorder"},
+                      {"dump_reason", trigger},
+                      {"realtime_minus_monotonic_ns", static_cast<int64_t>(real_ns - now)},
+                      {"window_start_ns", now > keep ? now - keep : 0}};
+  // The operator's words (`steptrace ctl dump REASON`): metadata only, never the file name.
+  if (!note.empty()) m["dump_note"] = note;
+  return m;
 }
 
-Result<std::string> Daemon::dump(const std::string& reason) {
+Status Daemon::start_dump(const std::string& trigger, const std::string& note, std::shared_ptr<ControlRequest> waiter) {
+  if (dump_worker_.busy()) {
+    ++dump_failures_;
+    return make_error("busy: a capture is being written");
+  }
   if (auto s = prepare_dump_dir(); !s) {
     ++dump_failures_;
     return s.error();
@@ -75,50 +85,59 @@ Result<std::string> Daemon::dump(const std::string& reason) {
   struct tm tm {};
   gmtime_r(&t, &tm);
   std::strftime(ts, sizeof(ts), "%Y%m%dT%H%M%SZ", &tm);
-  std::string base = fmt::format("{}/steptrace-{}-{}-{}", cfg_.dump_dir, host_, ts, reason);
+  std::string base = fmt::format("{}/steptrace-{}-{}-{}", cfg_.dump_dir, host_, ts, trigger);
   std::string path = base + ".cap";
   for (int i = 1; ::access(path.c_str(), F_OK) == 0 && i < 100; ++i) path = fmt::format("{}-{}.cap", base, i);
-  auto st = flight_.dump(path, capture_meta(reason), cumulative_drops(), monotonic_ns());
-  if (!st) {
+  DumpJob job;
+  job.trigger = trigger;
+  job.path = path;
+  job.dump_dir = cfg_.dump_dir;
+  job.snapshot = flight_.snapshot();  // a memcpy of at most flight_recorder_mib, on this thread
+  job.meta = capture_meta(trigger, note);
+  job.drops = cumulative_drops();
+  job.end_ns = monotonic_ns();
+  log::info("flight recorder: writing {} ({} records) on the dump worker", path, job.snapshot.records);
+  if (!dump_worker_.submit(std::move(job))) {
     ++dump_failures_;
-    return st.error();
+    return make_error("the dump worker is not running");
   }
-  ++dumps_ok_[reason];
-  log::info("flight recorder: wrote {} ({} records)", path, flight_.records());
-  // Keep the newest kMaxDumpFiles captures.
-  std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> files;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(cfg_.dump_dir, ec)) {
-    auto name = e.path().filename().string();
-    if (name.rfind("steptrace-", 0) == 0 && e.path().extension() == ".cap" && e.is_regular_file(ec))
-      files.emplace_back(e.last_write_time(ec), e.path());
+  dump_waiter_ = std::move(waiter);
+  return Ok{};
+}
+
+void Daemon::finish_dump(const DumpOutcome& o) {
+  if (o.error.empty()) {
+    ++dumps_ok_[o.trigger];
+    log::info("flight recorder: wrote {} ({} records, {:.2f} s)", o.path, o.records, o.seconds);
+  } else {
+    ++dump_failures_;
+    log::error("flight recorder dump failed: {}", o.error);
   }
-  std::sort(files.begin(), files.end());
-  for (size_t i = 0; i + kMaxDumpFiles < files.size(); ++i) std::filesystem::remove(files[i].second, ec);
-  return path;
+  if (dump_waiter_) {
+    bool ok = o.error.empty();
+    control_.answer(*dump_waiter_, ok, ok ? o.path : o.error);
+    dump_waiter_.reset();
+  }
+}
+
+Status Daemon::request_manual_dump(const std::string& trigger, const std::string& note,
+                                   std::shared_ptr<ControlRequest> waiter) {
+  double since = now_s() - last_manual_dump_s_;
+  if (since < cfg_.dump_min_interval_s) {
+    ++dump_failures_;
+    return make_error(fmt::format("rate-limited: one requested dump per {:g} s (dump_min_interval_seconds), "
+                                  "the next in {:.0f} s",
+                                  cfg_.dump_min_interval_s, std::ceil(cfg_.dump_min_interval_s - since)));
+  }
+  if (auto s = start_dump(trigger, note, std::move(waiter)); !s) return s;
+  last_manual_dump_s_ = now_s();
+  return Ok{};
 }
 
 void Daemon::handle_dumps() {
-  auto manual = [this](const std::string& reason) -> std::pair<int, std::string> {
-    if (now_s() - last_manual_dump_s_ < kManualDumpMinS) {
-      ++dump_failures_;
-      return {429, fmt::format("rate-limited: one dump per {} s", kManualDumpMinS)};
-    }
-    last_manual_dump_s_ = now_s();
-    auto r = dump(reason);
-    if (!r) {
-      log::error("flight recorder dump failed: {}", r.error().message);
-      return {500, r.error().message};
-    }
-    return {200, *r};
-  };
+  if (auto o = dump_worker_.take_outcome()) finish_dump(*o);
   if (g_dump.exchange(false)) {
-    auto [code, msg] = manual("signal");
-    if (code == 429) log::warn("SIGUSR1: {}", msg);
-  }
-  for (auto& req : http_.take_dump_requests()) {
-    auto [code, msg] = manual(req->reason);
-    http_.answer(*req, code, msg);
+    if (auto s = request_manual_dump("signal", "", nullptr); !s) log::warn("SIGUSR1: {}", s.error().message);
   }
 }
 

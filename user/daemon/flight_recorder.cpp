@@ -47,19 +47,32 @@ void FlightRecorder::evict(uint64_t now_ns) {
   }
 }
 
+FlightSnapshot FlightRecorder::snapshot() const {
+  FlightSnapshot s;
+  s.blocks.reserve(blocks_.size());
+  for (const auto& b : blocks_) s.blocks.push_back(b.data);
+  s.records = records_;
+  return s;
+}
+
 Status FlightRecorder::dump(const std::string& path, const nlohmann::json& meta, const DropStats& drops,
                             uint64_t end_ns) const {
+  return write_capture(path, snapshot(), meta, drops, end_ns);
+}
+
+Status FlightRecorder::write_capture(const std::string& path, const FlightSnapshot& s, const nlohmann::json& meta,
+                                     const DropStats& drops, uint64_t end_ns) {
   auto w = CaptureWriter::create(path, meta);
   if (!w) return w.error();
-  for (const auto& b : blocks_) {
+  for (const auto& data : s.blocks) {
     size_t off = 0;
-    while (off + 4 <= b.data.size()) {
+    while (off + 4 <= data.size()) {
       uint32_t l;
-      std::memcpy(&l, b.data.data() + off, 4);
-      if (auto s = (*w)->append(b.data.data() + off + 4, l); !s) {
+      std::memcpy(&l, data.data() + off, 4);
+      if (auto st = (*w)->append(data.data() + off + 4, l); !st) {
         // A full disk: keep what was written, with its trailer, and report the failure.
         (void)(*w)->close(drops, end_ns);
-        return s;
+        return st;
       }
       off += 4 + l;
     }

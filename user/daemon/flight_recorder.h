@@ -2,7 +2,9 @@
 // Flight recorder: the last N seconds of raw ring-buffer records, kept in
 // fixed-size blocks so memory is bounded by max_bytes whatever the event
 // rate (oldest blocks go first: by age, then by the byte cap). A dump writes
-// them as a capture file (the `record` format) that `steptrace report` reads.
+// them as a capture file (the `record` format) that `steptrace report` reads:
+// the daemon copies them (snapshot(), on the main thread, a memcpy of at most
+// the cap) and compresses the copy on its dump worker (write_capture()).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,12 @@
 #include "util/result.h"
 
 namespace steptrace::daemon {
+
+// A copy of the held records, detached from the recorder.
+struct FlightSnapshot {
+  std::vector<std::vector<uint8_t>> blocks;  // [u32 len][record]...
+  uint64_t records = 0;
+};
 
 class FlightRecorder {
  public:
@@ -31,6 +39,10 @@ class FlightRecorder {
 
   // Writes every held record to `path` (0600, never through a symlink).
   Status dump(const std::string& path, const nlohmann::json& meta, const DropStats& drops, uint64_t end_ns) const;
+  FlightSnapshot snapshot() const;
+  // What dump() does, from a snapshot (any thread).
+  static Status write_capture(const std::string& path, const FlightSnapshot& s, const nlohmann::json& meta,
+                              const DropStats& drops, uint64_t end_ns);
 
   static constexpr size_t kBlockBytes = 256 << 10;
 

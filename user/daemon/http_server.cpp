@@ -6,7 +6,6 @@
 #include <signal.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
 namespace steptrace::daemon {
@@ -27,11 +26,17 @@ Status MetricsServer::start(const std::string& host, int port, const std::string
   svr.set_write_timeout(5, 0);
   svr.set_keep_alive_max_count(20);
   svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    // Only two methods, small requests, no request bodies.
+    // Read-only: GET and HEAD, small requests, no request bodies.
     // (Runs before the body is read: refuse any request that announces one.)
+    if (req.method != "GET" && req.method != "HEAD") {
+      res.status = 405;
+      res.set_header("Allow", "GET, HEAD");
+      res.set_content("method not allowed: this endpoint is read-only (dumps: steptrace ctl dump, as root)\n",
+                      "text/plain");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     const auto cl = req.get_header_value("Content-Length");
-    if ((req.method != "GET" && req.method != "HEAD" && req.method != "POST") || (!cl.empty() && cl != "0") ||
-        req.has_header("Transfer-Encoding") || req.target.size() > 256) {
+    if ((!cl.empty() && cl != "0") || req.has_header("Transfer-Encoding") || req.target.size() > 256) {
       res.status = 400;
       res.set_content("bad request\n", "text/plain");
       return httplib::Server::HandlerResponse::Handled;
@@ -40,24 +45,10 @@ Status MetricsServer::start(const std::string& host, int port, const std::string
   });
   svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     std::lock_guard<std::mutex> lk(mu_);
-    res.set_content(metrics_text_, "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(metrics_text_ + extra_text_, "text/plain; version=0.0.4; charset=utf-8");
   });
   svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("steptrace daemon\nGET /metrics  Prometheus metrics\nPOST /dump    flight-recorder capture\n",
-                    "text/plain");
-  });
-  svr.Post("/dump", [this](const httplib::Request&, httplib::Response& res) {
-    auto req = std::make_shared<DumpRequest>();
-    req->reason = "http";
-    std::unique_lock<std::mutex> lk(mu_);
-    dump_queue_.push_back(req);
-    if (!cv_.wait_for(lk, std::chrono::seconds(30), [&] { return req->done; })) {
-      res.status = 503;
-      res.set_content("dump timed out\n", "text/plain");
-      return;
-    }
-    res.status = req->http_status;
-    res.set_content(req->message + "\n", "text/plain");
+    res.set_content("steptrace daemon\nGET /metrics  Prometheus metrics\n", "text/plain");
   });
   if (!svr.bind_to_port(host, port))
     return make_error(fmt::format("cannot listen on {}: {}", listen_text, std::strerror(errno)));
@@ -76,34 +67,9 @@ void MetricsServer::set_metrics(std::string text) {
   metrics_text_ = std::move(text);
 }
 
-std::deque<std::shared_ptr<DumpRequest>> MetricsServer::take_dump_requests() {
-  std::deque<std::shared_ptr<DumpRequest>> q;
+void MetricsServer::set_extra_metrics(std::string text) {
   std::lock_guard<std::mutex> lk(mu_);
-  q.swap(dump_queue_);
-  return q;
-}
-
-void MetricsServer::answer(DumpRequest& req, int http_status, const std::string& message) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    req.http_status = http_status;
-    req.message = message;
-    req.done = true;
-  }
-  cv_.notify_all();
-}
-
-void MetricsServer::answer_all(int http_status, const std::string& message) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    for (auto& r : dump_queue_) {
-      r->http_status = http_status;
-      r->message = message;
-      r->done = true;
-    }
-    dump_queue_.clear();
-  }
-  cv_.notify_all();
+  extra_text_ = std::move(text);
 }
 
 }  // namespace steptrace::daemon

@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The daemon's HTTP endpoint (cpp-httplib, its own thread): GET /metrics
-// serves the text the main loop last rendered; POST /dump queues a request
-// that the main loop answers (it owns the flight recorder), waiting at most
-// 30 s. Small requests only: no bodies, two methods, short targets.
+// The daemon's HTTP endpoint (cpp-httplib, its own thread), read-only:
+// GET /metrics serves the text the main loop last rendered, GET / a list.
+// Every other method gets 405 (the control path - dumps, reload - is the
+// root-only unix socket of control_socket.h, not reachable from the network).
+// Small requests only: no bodies, short targets.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,13 +19,6 @@ class Server;
 
 namespace steptrace::daemon {
 
-struct DumpRequest {
-  std::string reason;
-  bool done = false;
-  int http_status = 0;
-  std::string message;
-};
-
 class MetricsServer {
  public:
   MetricsServer();
@@ -37,20 +29,14 @@ class MetricsServer {
   // Binds host:port and starts serving; an error when the port cannot be bound.
   Status start(const std::string& host, int port, const std::string& listen_text);
   void set_metrics(std::string text);
-  // The dump requests that arrived since the last call.
-  std::deque<std::shared_ptr<DumpRequest>> take_dump_requests();
-  // Answers one request (wakes its HTTP handler).
-  void answer(DumpRequest& req, int http_status, const std::string& message);
-  // Answers every request still queued (shutting down).
-  void answer_all(int http_status, const std::string& message);
+  // More families, served after set_metrics' text (the control path's own).
+  void set_extra_metrics(std::string text);
 
  private:
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
   std::mutex mu_;
-  std::condition_variable cv_;
-  std::string metrics_text_;
-  std::deque<std::shared_ptr<DumpRequest>> dump_queue_;
+  std::string metrics_text_, extra_text_;
 };
 
 }  // namespace steptrace::daemon

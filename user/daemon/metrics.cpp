@@ -187,7 +187,7 @@ void Daemon::render_cost_metrics(Exposition& x) const {
     for (const auto& p : tracer_->prog_stats()) progs[p.name] += static_cast<double>(p.run_time_ns) / 1e9;
   for (const auto& [name, s] : progs) x.sample("steptrace_bpf_prog_run_seconds_total", host_labels({{"prog", name}}), s);
   x.family("steptrace_bpf_stats_enabled", "gauge", "1 when BPF run-time statistics are on");
-  x.sample("steptrace_bpf_stats_enabled", host_labels({}), stats_fd_ >= 0 ? 1 : 0);
+  x.sample("steptrace_bpf_stats_enabled", host_labels({}), bpf_stats_enabled() ? 1 : 0);
   x.family("steptrace_resident_memory_bytes", "gauge", "Resident set size of the daemon");
   x.sample("steptrace_resident_memory_bytes", host_labels({}), static_cast<double>(rss_bytes()));
 
@@ -241,7 +241,7 @@ void Daemon::render_housekeeping_metrics(Exposition& x) {
   x.family("steptrace_flight_recorder_records", "gauge", "Raw records held by the flight recorder");
   x.sample("steptrace_flight_recorder_records", host_labels({}), static_cast<double>(flight_.records()));
   x.family("steptrace_dumps_total", "counter", "Flight-recorder captures written, by trigger");
-  for (const char* c : {"signal", "http", "slow_step"})
+  for (const char* c : {"signal", "control", "slow_step"})
     x.sample("steptrace_dumps_total", host_labels({{"reason", c}}), static_cast<double>(dumps_ok_[c]));
   x.family("steptrace_dump_failures_total", "counter", "Flight-recorder captures that failed or were rate-limited");
   x.sample("steptrace_dump_failures_total", host_labels({}), static_cast<double>(dump_failures_));

@@ -154,9 +154,10 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
   }
   if (cfg_.auto_dump && p99 > 0 && worst > p99 * cfg_.auto_dump_factor &&
       now_s() - last_auto_dump_s_ >= cfg_.dump_min_interval_s) {
-    last_auto_dump_s_ = now_s();
     log::warn("slow step: {:.3f} s > p99 {:.3f} s x {}: dumping the flight recorder", worst, p99, cfg_.auto_dump_factor);
-    if (auto r = dump("slow_step"); !r) log::error("flight recorder dump failed: {}", r.error().message);
+    // Busy (a requested capture is being written): the next slow step tries again.
+    if (auto r = start_dump("slow_step", "", nullptr); r) last_auto_dump_s_ = now_s();
+    else log::error("flight recorder dump failed: {}", r.error().message);
   }
 }
 
@@ -168,7 +169,11 @@ void Daemon::sample_cpu() {
   if (tracer_)
     for (const auto& p : tracer_->prog_stats()) bpf += static_cast<double>(p.run_time_ns) / 1e9;
   bpf_now_s_ = bpf;
-  double total = cpu_.user + cpu_.sys + bpf;
+  // The budget counts userspace (all threads) plus BPF run time, less the
+  // dump worker's CPU: captures are rate-limited, and compressing one must
+  // not push the ladder down (steptrace_dump_cpu_seconds_total shows it).
+  const double dump_cpu = dump_worker_.cpu_seconds();
+  double total = cpu_.user + cpu_.sys + bpf - dump_cpu;
   // A second spent wholly in sampled-out windows (not the one whose
   // detailed window closed in it: that analysis is the costly part).
   const bool cheap = budget_.level() == kLevelSampled && !detail_since_sample_ && !window_detail_;
@@ -182,12 +187,12 @@ void Daemon::sample_cpu() {
       apply_level(budget_.level(), "back under budget");
     }
   }
-  last_cpu_total_ = cpu_.user + cpu_.sys + bpf_now_s_;
+  last_cpu_total_ = cpu_.user + cpu_.sys + bpf_now_s_ - dump_cpu;
   // apply_level may have rebuilt the tracer; re-read so the next delta starts here.
   if (tracer_) {
     double b = bpf_base_s_;
     for (const auto& p : tracer_->prog_stats()) b += static_cast<double>(p.run_time_ns) / 1e9;
-    last_cpu_total_ = cpu_.user + cpu_.sys + b;
+    last_cpu_total_ = cpu_.user + cpu_.sys + b - dump_cpu;
   }
   last_sample_s_ = t;
 }
