@@ -9,8 +9,9 @@ if [ "$(id -u)" -ne 0 ]; then
   exec sudo --preserve-env=BUILD_DIR,STEPTRACE_ALL_TESTS "$0" "$@"
 fi
 top=$(cd "$(dirname "$0")/.." && pwd)
-"$top/tools/setup-deps.sh"
-"$top/tools/build.sh" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# Only what the demo needs: the build and trainsim, no test suite (run-tests.sh installs that).
+"$top/tools/setup-deps.sh" --demo
+"$top/tools/build.sh" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF
 build=${BUILD_DIR:-$top/build}
 scenario=${1:-straggler}
 dev_dir=$(mktemp -d /tmp/steptrace-demo.XXXXXX)

@@ -217,6 +217,10 @@ TEST_CASE("export: Perfetto trace parses and has the tracks and slices it promis
   std::map<std::pair<uint64_t, uint64_t>, std::string> thread_names;
   std::map<std::pair<uint64_t, uint64_t>, std::vector<std::pair<double, double>>> slices;
   size_t step_slices = 0, sched_slices = 0, ioctl_slices = 0, counters = 0;
+  struct Flow {
+    std::pair<uint64_t, double> start{0, -1}, end{0, -1};  // tid, ts
+  };
+  std::map<uint64_t, Flow> flows;
   std::map<uint64_t, int> async_balance;
   for (const auto& e : ev) {
     REQUIRE(e.contains("ph"));
@@ -254,9 +258,23 @@ TEST_CASE("export: Perfetto trace parses and has the tracks and slices it promis
       CHECK(e["args"].is_object());
     } else if (ph == "b" || ph == "e") {
       async_balance[e["id"].get<uint64_t>()] += ph == "b" ? 1 : -1;
+    } else if (ph == "s" || ph == "f") {
+      // Wakeup arrows: one start (the waker) and one end (a rank's main thread) per id, at one time.
+      auto& fl = flows[e["id"].get<uint64_t>()];
+      (ph == "s" ? fl.start : fl.end) = {key.second, e["ts"].get<double>()};
+      if (ph == "f") CHECK(e["bp"] == "e");
     } else {
       FAIL("unexpected phase " << ph);
     }
+  }
+  std::set<uint64_t> main_tids;
+  for (const auto& rk : r.job.ranks) main_tids.insert(rk.main_tid);
+  CHECK(flows.size() == t["metadata"]["wake_flows"].get<size_t>());
+  CHECK(flows.size() > 0);
+  for (const auto& [id, fl] : flows) {
+    CHECK(fl.start.first != 0);
+    CHECK(main_tids.count(fl.end.first) == 1);
+    CHECK(fl.start.second == fl.end.second);
   }
   size_t steps = 0;
   for (const auto& rk : r.job.ranks) {

@@ -217,6 +217,22 @@ void ControlServer::serve() {
   }
 }
 
+// At most 512 bytes or 250 ms of a refused peer's input, thrown away.
+void ControlServer::drain_briefly(int fd) {
+  const int64_t end = now_ms() + 250;
+  char buf[128];
+  size_t got = 0;
+  while (got < 512) {
+    int64_t left = end - now_ms();
+    struct pollfd p = {fd, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return;
+    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) return;
+    got += static_cast<size_t>(n);
+    if (std::memchr(buf, '\n', static_cast<size_t>(n))) return;
+  }
+}
+
 // One connection at a time: the peer check comes before anything is read, so
 // only root or the daemon's own uid can hold the socket (at most the read
 // timeout, or until the main loop answers).
@@ -228,6 +244,11 @@ void ControlServer::handle(int fd) {
     if (n <= 10 || n % 1000 == 0)
       log::warn("control socket: refused a connection from uid {} pid {} ({} refused so far)", cred.uid, cred.pid, n);
     send_all(fd, format_control_answer(false, "permission denied: only root and the daemon's user may use it"));
+    // Let the refused client's request line arrive before the close (it is
+    // never read as a request): a client that writes right after connecting
+    // would otherwise get EPIPE, or die of SIGPIPE, before it reads the answer.
+    ::shutdown(fd, SHUT_WR);
+    drain_briefly(fd);
     return;
   }
   std::string line;

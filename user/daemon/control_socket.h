@@ -78,6 +78,7 @@ class ControlServer {
 
  private:
   void serve();
+  void drain_briefly(int fd);
   void handle(int fd);
   std::string wait_answer(const std::shared_ptr<ControlRequest>& req);
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "export/perfetto.h"
 
+#include "export/provenance.h"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -36,6 +38,8 @@ struct TraceWriter {
   json ev = json::array();
   size_t dropped_slices = 0;
   uint64_t async_id = 1;
+  uint64_t flow_ids = 0;
+  std::set<uint32_t> main_tids;  // the ranks' main threads: where wakeup arrows end
 
   double us(uint64_t ns) const {
     return ns > r.window_start_ns ? static_cast<double>(ns - r.window_start_ns) / 1e3 : 0.0;
@@ -111,7 +115,20 @@ struct TraceWriter {
       if (s.waker_tid) e["args"] = {{"woken_by_tid", s.waker_tid}, {"woken_by_pid", s.waker_pid}};
       if (s.preempted_by) e["args"] = {{"preempted_by_tid", s.preempted_by}};
       ev.push_back(std::move(e));
+      if (s.waker_tid) wake_flow(t, s);
     }
+  }
+
+  // An arrow from the waker to a rank's main thread where it was woken: the
+  // critical path across threads (a loader handing over a batch, a comm
+  // thread finishing the collective). Only wakers with a track of their own.
+  void wake_flow(const ThreadTimeline& t, const StateSeg& s) {
+    if (!main_tids.count(t.tid) || !r.analysis.timeline.find(s.waker_tid) || ev.size() + 2 > opt.max_events) return;
+    const uint64_t id = ++flow_ids;
+    ev.push_back({{"ph", "s"}, {"name", "wakeup"}, {"cat", "wakeup"}, {"id", id}, {"pid", s.waker_pid},
+                  {"tid", s.waker_tid}, {"ts", us(s.start)}});
+    ev.push_back({{"ph", "f"}, {"bp", "e"}, {"name", "wakeup"}, {"cat", "wakeup"}, {"id", id}, {"pid", t.pid},
+                  {"tid", t.tid}, {"ts", us(s.start)}});
   }
 
   void call_slices(const ThreadTimeline& t, const std::string& comm) {
@@ -207,12 +224,16 @@ struct TraceWriter {
 
 json perfetto_trace(const SessionReport& r, const PerfettoOptions& opt) {
   TraceWriter w{r, opt};
+  for (const auto& rk : r.job.ranks) w.main_tids.insert(rk.main_tid);
   auto pids = w.process_names();
   w.step_tracks();
   w.thread_tracks();
   w.drop_counters(pids);
   const auto& job = r.job;
   json meta = {{"schema", "steptrace.perfetto/1"},
+               // ts 0 is window_start_ns (CLOCK_MONOTONIC); the source's t0_wall_clock lines it up with other traces.
+               {"source", provenance_json(r)},
+               {"wake_flows", w.flow_ids},
                {"verdict", job.verdict.headline},
                {"verdict_category", std::string(category_name(job.verdict.category))},
                {"straggler_rank", job.verdict.straggler_rank},
