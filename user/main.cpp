@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "session/top_command.h"
 #include "loader/preflight.h"
 #include "export/summary.h"
+#include "pipeline/replay.h"
 #include "session/session.h"
 #include "util/json_text.h"
 #include "util/log.h"
@@ -99,8 +101,43 @@ int print_report(const Options& o, const SessionReport& report) {
   return 0;
 }
 
+// report --steps A-B: the time from the first rank to start step A to the
+// last to end step B, found by a first replay of the whole capture.
+Result<TimeCut> steps_cut(const Options& o, const WindowPolicy& w) {
+  auto whole = replay_capture(o.capture_path, w);
+  if (!whole) return whole.error();
+  uint64_t from = UINT64_MAX, to = 0;
+  for (const auto& rk : whole->job.ranks)
+    for (const auto& st : rk.steps) {
+      if (static_cast<int64_t>(st.index) == o.cut_first_step) from = std::min(from, st.start_ns);
+      if (static_cast<int64_t>(st.index) == o.cut_last_step) to = std::max(to, st.end_ns);
+    }
+  if (from == UINT64_MAX || to == 0 || to <= from)
+    return make_error(fmt::format("--steps {}-{}: no rank has both steps in detail (the last --keep-steps steps of "
+                                  "each rank are; --time cuts by time instead)",
+                                  o.cut_first_step, o.cut_last_step));
+  TimeCut c;
+  c.absolute = true;
+  c.from_ns = from;
+  c.to_ns = to;
+  return c;
+}
+
 int cmd_report(const Options& o) {
-  auto r = replay_capture(o.capture_path, WindowPolicy::from(o.window_s, o.max_memory_bytes, o.keep_steps));
+  const auto windows = WindowPolicy::from(o.window_s, o.max_memory_bytes, o.keep_steps);
+  TimeCut cut;
+  if (o.cut_from_s >= 0) {
+    cut.from_ns = static_cast<uint64_t>(o.cut_from_s * 1e9);
+    cut.to_ns = static_cast<uint64_t>(o.cut_to_s * 1e9);
+  } else if (o.cut_first_step >= 0) {
+    auto c = steps_cut(o, windows);
+    if (!c) {
+      log::error("{}", c.error().message);
+      return 1;
+    }
+    cut = *c;
+  }
+  auto r = replay_capture(o.capture_path, windows, cut);
   if (!r) {
     log::error("{}", r.error().message);
     return 1;

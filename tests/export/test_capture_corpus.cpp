@@ -11,6 +11,7 @@
 
 #include "capture/capture_file.h"
 #include "decode/decoder.h"
+#include "pipeline/replay.h"
 
 using namespace steptrace;
 
@@ -75,4 +76,37 @@ TEST_CASE("corpus: every capture in the corpus replays without crashing", "[capt
   CHECK(ok >= 1);
   CHECK(trunc >= 2);
   CHECK(bad >= 3);
+}
+
+TEST_CASE("export: report --time and --steps analyse only that part of a capture", "[export]") {
+  const std::string path = std::string(FIXTURE_DIR) + "/straggler.cap";
+  auto whole = replay_capture(path);
+  REQUIRE(whole.ok());
+  REQUIRE(!whole->job.ranks.empty());
+  TimeCut cut;
+  cut.from_ns = 200'000'000;
+  cut.to_ns = 500'000'000;
+  auto part = replay_capture(path, {}, cut);
+  REQUIRE(part.ok());
+  CHECK(part->window_end_ns - part->window_start_ns <= 300'000'000);
+  CHECK(part->records < whole->records);
+  REQUIRE(!part->job.ranks.empty());
+  for (const auto& rk : part->job.ranks)
+    for (const auto& st : rk.steps) {
+      CHECK(st.start_ns >= part->window_start_ns);
+      CHECK(st.end_ns <= part->window_end_ns);
+    }
+  CHECK(part->job.ranks.front().steps.size() < whole->job.ranks.front().steps.size());
+  // The steps' own times, absolute: the window is exactly theirs.
+  const auto& s = whole->job.ranks.front().steps;
+  REQUIRE(s.size() >= 6);
+  TimeCut steps;
+  steps.absolute = true;
+  steps.from_ns = s[2].start_ns;
+  steps.to_ns = s[5].end_ns;
+  auto by_steps = replay_capture(path, {}, steps);
+  REQUIRE(by_steps.ok());
+  CHECK(by_steps->window_start_ns == s[2].start_ns);
+  CHECK(by_steps->window_end_ns == s[5].end_ns);
+  CHECK(by_steps->job.ranks.front().steps.size() >= 2);
 }

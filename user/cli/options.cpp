@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 #include <string_view>
+#include <type_traits>
 
 #include "steptrace_abi.h"
 #include "util/text.h"
@@ -87,6 +88,30 @@ void add_output_flags(CLI::App* app, Options& o) {
            o.output_mode = static_cast<uint32_t>(m);
          },
          "Permission bits of the files written, in octal (default 0600)");
+}
+
+// "A-B" with 0 <= A, A <= B (A < B for times).
+template <typename T>
+std::optional<std::pair<T, T>> parse_range(const std::string& v) {
+  auto dash = v.find('-', 1);
+  if (dash == std::string::npos) return std::nullopt;
+  T a{}, b{};
+  try {
+    size_t ua = 0, ub = 0;
+    const std::string sa = v.substr(0, dash), sb = v.substr(dash + 1);
+    if constexpr (std::is_floating_point_v<T>) {
+      a = std::stod(sa, &ua);
+      b = std::stod(sb, &ub);
+    } else {
+      a = std::stoll(sa, &ua);
+      b = std::stoll(sb, &ub);
+    }
+    if (ua != sa.size() || ub != sb.size()) return std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (!(a >= 0) || !(b >= a) || (std::is_floating_point_v<T> && !(b > a)) || !(b < T(1e12))) return std::nullopt;
+  return std::pair{a, b};
 }
 
 // What attach, record and top trace, when they launch nothing.
@@ -242,6 +267,7 @@ Status finish_options(Options& o, const Parsed& p, const std::string& pid_csv, c
     return make_error("unexpected '--': only run, record and top take a command to launch");
   } else if (p.report->parsed()) {
     o.command = CommandKind::report;
+    if (o.cut_from_s >= 0 && o.cut_first_step >= 0) return make_error("report: give --time or --steps, not both");
   } else if (!p.app->remaining().empty()) {
     return make_error(fmt::format("unexpected argument '{}'", p.app->remaining().front()));
   } else if (p.attach->parsed()) {
@@ -314,6 +340,27 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   auto* report = app.add_subcommand("report", "Analyse a capture file (no root needed)");
   report->add_option("file", o.capture_path, "Capture written by steptrace record")->required();
   report->add_option("--json", o.json_path, "Write the report as JSON to FILE (- for stdout)");
+  report->add_option_function<std::string>(
+      "--time",
+      [&o](const std::string& v) {
+        auto r = parse_range<double>(v);
+        if (!r) throw CLI::ValidationError("--time", "FROM-TO in seconds after the first record, FROM < TO (30-90.5)");
+        o.cut_from_s = r->first;
+        o.cut_to_s = r->second;
+      },
+      "Analyse only FROM-TO seconds after the capture's first record (a part of a long capture, for a small "
+      "Perfetto trace)")
+      ->type_name("FROM-TO");
+  report->add_option_function<std::string>(
+      "--steps",
+      [&o](const std::string& v) {
+        auto r = parse_range<int64_t>(v);
+        if (!r) throw CLI::ValidationError("--steps", "A-B step indexes, A <= B (100-200)");
+        o.cut_first_step = r->first;
+        o.cut_last_step = r->second;
+      },
+      "Analyse only the time of steps A to B (from the first rank to start step A to the last to end step B)")
+      ->type_name("A-B");
   add_output_flags(report, o);
   add_window_flags(report, o);
 

@@ -53,6 +53,10 @@ struct Options {
   std::string record_path;               // record -o FILE: raw events to a capture file
   uint64_t max_capture_bytes = 0;        // record --max-size: 0 = no cap
   std::string capture_path;              // report FILE
+  // report --time FROM-TO (seconds after the capture's first record) / --steps A-B (step indexes);
+  // -1: not given.
+  double cut_from_s = -1, cut_to_s = -1;
+  int64_t cut_first_step = -1, cut_last_step = -1;
   double window_s = 10;                  // --window: fold every this many seconds of trace (0: only at the cap)
   uint64_t max_memory_bytes = 1ull << 30; // --max-memory: the analysis' memory cap (0: none)
   uint32_t keep_steps = 4096;            // --keep-steps: steps per rank kept in detail

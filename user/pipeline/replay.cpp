@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <fmt/core.h>
 
+#include <cstring>
 #include <functional>
 #include <limits>
 
@@ -28,12 +29,25 @@ T meta_uint(const nlohmann::json& m, const char* key, T fallback, std::vector<st
 using RecordFn = std::function<void(const void*, size_t)>;
 
 Result<SessionReport> replay(const std::function<Result<CaptureContents>(const RecordFn&)>& read,
-                             const WindowPolicy& windows) {
+                             const WindowPolicy& windows, const TimeCut& cut = {}) {
   SessionReport r;
   Pipeline pipe;
   pipe.set_windows(windows);
+  uint64_t t0 = 0, lo = 0, hi = UINT64_MAX;
+  bool have_t0 = false;
   // Records go through decode -> reorder -> analysis as each chunk is read.
   auto c = read([&](const void* d, size_t n) {
+    if (cut.active() && n >= sizeof(st_event_header)) {
+      st_event_header h;
+      std::memcpy(&h, d, sizeof(h));
+      if (!have_t0) {
+        have_t0 = true;
+        t0 = cut.absolute ? 0 : h.ts_ns;
+        lo = t0 + cut.from_ns;
+        hi = cut.to_ns == UINT64_MAX ? UINT64_MAX : t0 + cut.to_ns;
+      }
+      if (h.kind != ST_EV_USER_NOTE && (h.ts_ns < lo || h.ts_ns > hi)) return;
+    }
     pipe.push(d, n);
     pipe.advance();
   });
@@ -44,6 +58,11 @@ Result<SessionReport> replay(const std::function<Result<CaptureContents>(const R
   r.records = pipe.records();
   r.window_start_ns = meta_uint<uint64_t>(m, "window_start_ns", 0, r.warnings);
   r.window_end_ns = std::max(c->window_end_ns.value_or(pipe.newest_ts()), pipe.newest_ts());
+  if (cut.active()) {
+    r.window_start_ns = std::max(r.window_start_ns, lo);
+    r.window_end_ns = std::min(r.window_end_ns, hi);
+    if (r.window_end_ns < r.window_start_ns) r.window_end_ns = r.window_start_ns;
+  }
   r.decode = pipe.decode_stats();
   r.late_records = pipe.late();
   r.windows = pipe.window_stats();
@@ -88,8 +107,8 @@ Result<SessionReport> replay(const std::function<Result<CaptureContents>(const R
 
 }  // namespace
 
-Result<SessionReport> replay_capture(const std::string& path, const WindowPolicy& windows) {
-  return replay([&](const RecordFn& fn) { return read_capture(path, fn); }, windows);
+Result<SessionReport> replay_capture(const std::string& path, const WindowPolicy& windows, const TimeCut& cut) {
+  return replay([&](const RecordFn& fn) { return read_capture(path, fn); }, windows, cut);
 }
 
 Result<SessionReport> replay_capture_bytes(const uint8_t* data, size_t size) {

@@ -11,7 +11,18 @@
 
 namespace steptrace {
 
-Result<SessionReport> replay_capture(const std::string& path, const WindowPolicy& windows = {});
+// A part of a capture: records from `from_ns` to `to_ns` after its first
+// record (or, `absolute`, CLOCK_MONOTONIC times); user notes are always kept.
+// The analysis sees only that part, as an attach at from_ns would.
+struct TimeCut {
+  uint64_t from_ns = 0;
+  uint64_t to_ns = UINT64_MAX;
+  bool absolute = false;
+  bool active() const { return from_ns > 0 || to_ns != UINT64_MAX; }
+};
+
+Result<SessionReport> replay_capture(const std::string& path, const WindowPolicy& windows = {},
+                                     const TimeCut& cut = {});
 // Same, over capture bytes in memory (the report fuzzer).
 Result<SessionReport> replay_capture_bytes(const uint8_t* data, size_t size);
 
