@@ -21,6 +21,9 @@
 #if defined(FUZZ_maps)
 #include "session/session.h"
 #endif
+#if defined(FUZZ_identity)
+#include "util/proc_identity.h"
+#endif
 #if defined(FUZZ_cli)
 #include "cli/options.h"
 #endif
@@ -75,6 +78,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     EXPECT(!p.empty() && p[0] == '/');
     EXPECT(p.find("libnrt.so") != std::string::npos || p.find("libsteptrace_marker.so") != std::string::npos);
   }
+  for (const auto& m : find_mapped_probe_libs(text)) EXPECT(!m.path.empty() && m.path[0] == '/' && !m.range.empty());
+#elif defined(FUZZ_identity)
+  // environ (NUL-separated), then 0x01, then a /proc/PID/cgroup text.
+  size_t cut = text.find('\x01');
+  std::string env = text.substr(0, cut), cg = cut == std::string::npos ? "" : text.substr(cut + 1);
+  auto id = parse_proc_identity(env, cg);
+  const auto& c = id.container;
+  EXPECT(c.container_id.empty() || c.container_id.size() >= 12);
+  EXPECT(c.pod_uid.empty() || c.pod_uid.size() == 36);
+  EXPECT(c.pod_uid.empty() || !c.pod_cgroup.empty());
+  EXPECT(id.env.size() <= identity_env_keys().size());
+  for (const auto& [k, v] : id.env) EXPECT(v.find('\x1b') == std::string::npos);
+  (void)id.describe();
 #elif defined(FUZZ_cli)
   // NUL-separated arguments after argv[0].
   std::vector<std::string> args{"steptrace"};

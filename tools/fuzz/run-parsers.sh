@@ -7,6 +7,7 @@
 #   kallsyms      /proc/kallsyms lines (kprobe tiers)         loader/kernel_text.cpp
 #   tp_format     tracefs events/*/format (neuron:* layouts)  loader/kernel_text.cpp
 #   maps          /proc/PID/maps (runtime-library discovery)  session/probe_libs.cpp
+#   identity      /proc/PID/cgroup + environ (container, pod)  util/proc_identity.cpp
 #   cli           the command line (parse_options)            cli/options.cpp
 # (The capture-file reader has its own run: tools/fuzz/run.sh.)
 #
@@ -29,7 +30,7 @@ if [ -z "$cxx" ]; then
 fi
 [ -n "$cxx" ] || { echo "fuzz: clang++ not found" >&2; exit 1; }
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(proc_devices cgroup_procs cap_eff lockdown kallsyms tp_format maps cli)
+[ ${#targets[@]} -gt 0 ] || targets=(proc_devices cgroup_procs cap_eff lockdown kallsyms tp_format maps identity cli)
 u=$root/user
 declare -A srcs=(
   [proc_devices]="$u/util/sys_root.cpp $u/util/log.cpp"
@@ -39,7 +40,8 @@ declare -A srcs=(
   [kallsyms]="$u/loader/kernel_text.cpp"
   [tp_format]="$u/loader/kernel_text.cpp"
   [maps]="$u/session/probe_libs.cpp"
-  [cli]="$u/cli/options.cpp"
+  [identity]="$u/util/proc_identity.cpp $u/util/sys_root.cpp $u/util/text.cpp $u/util/log.cpp"
+  [cli]="$u/cli/options.cpp $u/util/text.cpp"
 )
 mkdir -p "$out/artifacts"
 rc=0
