@@ -2,6 +2,7 @@
 // The steptrace binary end to end: exit codes, clear one-line errors, JSON.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <stdlib.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -13,6 +14,7 @@
 namespace {
 
 using steptrace::test::sh;
+using steptrace::test::slurp;
 
 const std::string kBin = STEPTRACE_BIN;
 
@@ -67,6 +69,33 @@ TEST_CASE("cli: run traces the job, passes its exit code through and writes JSON
   for (const auto& t : j["threads"])
     if (t["comm"] == "sleep" && t["sleeping_ns"].get<uint64_t>() >= 40'000'000ull) saw_sleep = true;
   CHECK(saw_sleep);
+}
+
+// stdout is the JSON alone: the job's own stdout goes to stderr, the banner and
+// "wrote" lines too; --job-output keeps the job's output in a file instead.
+TEST_CASE("cli: run --json - keeps the job's output and steptrace's messages out of stdout", "[root][cli]") {
+  char tmpl[] = "/tmp/st-cli.XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  // In a subshell: sh() adds 2>&1 to the command it is given.
+  auto r = sh("(" + kBin + " run --collectors sched --json - -- sh -c 'echo JOB-SAYS-HELLO; echo JOB-ERR >&2' 2>" +
+              dir + "/err)");
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  CHECK(j.is_object());  // nothing but the JSON
+  const std::string err = slurp(dir + "/err");
+  CHECK(err.find("JOB-SAYS-HELLO") != std::string::npos);
+  CHECK(err.find("steptrace: Tracing the job") != std::string::npos);
+  auto f = sh(kBin + " run --collectors sched --job-output " + dir + "/job.log --perfetto " + dir +
+              "/t.json -- sh -c 'echo JOB-SAYS-HELLO; echo JOB-ERR >&2' 2>&1");
+  CHECK(f.rc == 0);
+  CHECK(f.out.find("JOB-SAYS-HELLO") == std::string::npos);
+  CHECK(f.out.find("steptrace: wrote " + dir + "/t.json (") != std::string::npos);
+  const std::string log = slurp(dir + "/job.log");
+  CHECK(log.find("JOB-SAYS-HELLO") != std::string::npos);
+  CHECK(log.find("JOB-ERR") != std::string::npos);
+  sh("rm -rf " + dir);
 }
 
 TEST_CASE("cli: check prints the preflight table and succeeds as root", "[root][cli]") {

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "export/html_report.h"
+
+#include "export/provenance.h"
 #include "util/json_text.h"
 
 #include <fmt/core.h>
@@ -168,6 +170,12 @@ std::string html_report(const SessionReport& r) {
   o += "<h1>steptrace report</h1>\n";
   o += fmt::format("<p class=\"meta\">{:.2f} s traced, {} records, {} dropped, {} ranks</p>\n", r.wall_s, r.records,
                    r.drops.total_dropped(), job.ranks.size());
+  {
+    const auto t0 = wall_clock_text(r.source, r.window_start_ns);
+    o += fmt::format("<p class=\"meta\" id=\"source\">host {}, kernel {}, steptrace {}{}</p>\n",
+                     html_escape(r.source.host), html_escape(r.source.kernel), html_escape(r.source.recorded_by),
+                     t0.empty() ? "" : ", t0 " + html_escape(t0) + " UTC");
+  }
   o += fmt::format("<div class=\"verdict\" id=\"verdict\">{}</div>\n",
                    html_escape(v.headline.empty() ? "no verdict" : v.headline));
   if (r.drops.incomplete())
