@@ -204,7 +204,7 @@ TEST_CASE("containers: attach --pod and --container trace the pod's processes an
   {
     std::ofstream f(w / "job.sh");
     f << "echo $$ > " << (scope / "cgroup.procs").string() << " || exit 1\n"
-      << "exec env POD_NAME=trainer-9 POD_NAMESPACE=ml sh -c 'end=$(($(date +%s) + 8)); "
+      << "exec env POD_NAME=trainer-9 POD_NAMESPACE=ml sh -c 'end=$(($(date +%s) + 60)); "
          "while [ $(date +%s) -lt $end ]; do :; done'\n";
   }
   auto job = test::sh("(/bin/sh " + (w / "job.sh").string() + " >/dev/null 2>&1 &) ; sleep 0.5; cat " +

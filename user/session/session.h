@@ -110,7 +110,8 @@ class Session {
   LibScanQueue scan_;
   std::set<std::string> probed_libs_;  // by MappedLib::key() (the inode), else by path
   std::vector<std::vector<uint8_t>> pending_notes_;
-  size_t seed_count_ = 0;  // processes traced from the start (attach, record -p/--cgroup, top)
+  size_t seed_count_ = 0;
+  size_t identity_reads_ = 0;  // note_identity's /proc reads so far (capped)  // processes traced from the start (attach, record -p/--cgroup, top)
   std::function<void()> ticker_;
   uint64_t last_tick_ns_ = 0;
   uint64_t start_mono_ns_ = 0;

@@ -20,6 +20,11 @@ void Session::note_new_process(uint32_t pid) {
 }
 
 void Session::note_identity(uint32_t pid) {
+  // Two /proc reads per exec on the drain thread. Under --all every exec on
+  // the host is one: bounded there like the analysis's own cap
+  // (ProcessNotes::kMaxIdentities), so an exec storm costs at most that many.
+  if (opts_.target.all && identity_reads_ >= ProcessNotes::kMaxIdentities) return;
+  ++identity_reads_;
   auto id = read_proc_identity(root_.proc(), pid);
   if (!id.empty()) emit_note(pid, identity_note(id));
 }
