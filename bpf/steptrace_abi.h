@@ -320,7 +320,12 @@ enum st_loss_kind {
 	/* userspace: a process userspace meant to trace could not be added to
 	 * st_targets (daemon discovery, map full). */
 	ST_LOSS_TARGET_ADD = 5,
-	ST_LOSS_KIND_MAX = 6, /* one past the last kind */
+	/* userspace: hook runs the kernel skipped because the same program was
+	 * already running on that CPU (bpf_prog_info.recursion_misses, summed
+	 * over the loaded programs): e.g. a block completion in a hard IRQ that
+	 * interrupted the completion program in a softirq. */
+	ST_LOSS_PROG_MISSED = 6,
+	ST_LOSS_KIND_MAX = 7, /* one past the last kind */
 };
 
 /* Bookkeeping next to the losses (not losses): the LRU evictions above are

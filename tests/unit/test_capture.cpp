@@ -374,6 +374,7 @@ TEST_CASE("capture: BPF-side losses round trip in the trailer, and a trailer wit
     DropStats d;
     d.losses[ST_LOSS_FORK_TARGET] = 3;
     d.losses[ST_LOSS_SOCK_EVICTED] = 11;
+    d.losses[ST_LOSS_PROG_MISSED] = 5;
     d.kretprobe = LossMeasure::not_measurable;
     REQUIRE((*w)->close(d, 1).ok());
   }
@@ -384,8 +385,17 @@ TEST_CASE("capture: BPF-side losses round trip in the trailer, and a trailer wit
   CHECK(c->drops.losses[ST_LOSS_FORK_TARGET] == 3);
   CHECK(c->drops.losses[ST_LOSS_SOCK_EVICTED] == 11);
   CHECK(c->drops.losses[ST_LOSS_BLOCK_RQ] == 0);
+  CHECK(c->trailer["losses"]["prog_missed"] == 5);
+  CHECK(c->drops.losses[ST_LOSS_PROG_MISSED] == 5);
   CHECK(c->drops.kretprobe == LossMeasure::not_measurable);
   CHECK(c->drops.incomplete());
+  // Skipped hook runs are reported, never a reason for INCOMPLETE on their own.
+  {
+    DropStats only_missed;
+    only_missed.losses[ST_LOSS_PROG_MISSED] = 7;
+    CHECK_FALSE(only_missed.incomplete());
+    CHECK(incomplete_reason(only_missed).empty());
+  }
 
   // The same file with the trailer of an older steptrace (no losses): zeros.
   auto bytes = slurp(p);

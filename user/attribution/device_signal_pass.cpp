@@ -51,8 +51,34 @@ StepResult* step_at(RankResult& r, uint64_t t) {
 // and collective time. A counter update that lands just after a step
 // boundary moves bytes between neighbouring steps but not out of the
 // window, so the window's rate is what the network-bound test uses.
+// A step whose collective on this path stalled (a descheduled rank, a
+// paused VM: over 3x the rank's median time on the path) is left out with
+// its bytes, as the medians elsewhere keep one stall from flipping the whole
+// window. Per rank: a late rank's collectives are short by nature.
 struct PathTotal {
-  double bytes = 0, seconds = 0;
+  struct Step {
+    size_t rank;
+    double link_seconds, seconds;  // bytes at the link rate; collective time
+  };
+  std::vector<Step> steps;
+
+  // Achieved / link rate over the steps that did not stall; -1 none.
+  double ratio() const {
+    std::map<size_t, std::vector<double>> secs;
+    for (const auto& s : steps) secs[s.rank].push_back(s.seconds);
+    std::map<size_t, double> cap;
+    for (auto& [rank, v] : secs) {
+      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+      cap[rank] = 3 * v[v.size() / 2];
+    }
+    double bytes = 0, seconds = 0;
+    for (const auto& s : steps)
+      if (s.seconds <= cap[s.rank]) {
+        bytes += s.link_seconds;
+        seconds += s.seconds;
+      }
+    return seconds > 0 ? bytes / seconds : -1;
+  }
 };
 
 // What the pass adds up over all ranks, for the summary.
@@ -222,19 +248,21 @@ int efa_port_of(const RankResult& r, size_t ri, const SignalsData& d) {
 // on each path: host-driven messages over the host collective time, device
 // RDMA over the device's collective time (NDS). Adds counted steps to the
 // window totals; returns the best path's ratio (-1 none).
-double step_net_ratio(const StepResult& st, double link_gbit, bool counted, SignalTotals& T) {
+// `peer_wait_ns`: how long this rank waited in the step for the last rank to
+// arrive; no byte of a collective moves before every rank is in it, so that
+// wait is not link time (a late peer would make a saturated link look idle).
+double step_net_ratio(const StepResult& st, size_t rank, double link_gbit, uint64_t peer_wait_ns, bool counted,
+                      SignalTotals& T) {
   double link_Bps = link_gbit * 1e9 / 8;
   double best_ratio = -1;
   uint64_t coll = st.ns[static_cast<size_t>(Category::collective)];
   uint64_t dev_cc = st.dev.nds ? std::min(st.dev.cc_ns, coll) : 0;
   uint64_t host_cc = coll - dev_cc;
+  host_cc -= std::min(host_cc / 2, peer_wait_ns);  // at most half: arrival times are estimates
   auto consider = [&](uint64_t bytes, uint64_t ns, PathTotal& total) {
     if (bytes == 0 || ns < 500'000 || link_Bps <= 0) return;
     best_ratio = std::max(best_ratio, static_cast<double>(bytes) / (static_cast<double>(ns) / 1e9) / link_Bps);
-    if (counted) {
-      total.bytes += static_cast<double>(bytes) / link_Bps;  // in link-seconds
-      total.seconds += static_cast<double>(ns) / 1e9;
-    }
+    if (counted) total.steps.push_back({rank, static_cast<double>(bytes) / link_Bps, static_cast<double>(ns) / 1e9});
   };
   consider(st.dev.efa_send_bytes, host_cc, T.host_path);
   if (st.dev.nds) consider(st.dev.efa_rdma_write_bytes, dev_cc, T.device_path);
@@ -243,7 +271,28 @@ double step_net_ratio(const StepResult& st, double link_gbit, bool counted, Sign
 }
 
 // EFA: bytes on this rank's adapter per step, and the network-bound test.
-void efa_to_steps(RankResult& r, size_t ri, const SignalsData& d, int skip, SignalTotals& T) {
+// Per step position (ranks' steps are compared by position, as in the
+// cross-rank pass), when the last rank arrived; empty with a single rank.
+std::vector<uint64_t> last_arrivals(const std::vector<RankResult*>& ranks) {
+  std::vector<uint64_t> last;
+  if (ranks.size() < 2) return last;
+  size_t n = ranks.front()->steps.size();
+  for (const auto* r : ranks) n = std::min(n, r->steps.size());
+  last.assign(n, 0);
+  for (size_t k = 0; k < n; ++k)
+    for (const auto* r : ranks) {
+      const uint64_t a = r->steps[k].arrival_ns;
+      if (a == 0) {  // a rank without an arrival: no estimate for this step
+        last[k] = 0;
+        break;
+      }
+      last[k] = std::max(last[k], a);
+    }
+  return last;
+}
+
+void efa_to_steps(RankResult& r, size_t ri, const SignalsData& d, const std::vector<uint64_t>& last_arrival, int skip,
+                  SignalTotals& T) {
   const int port = efa_port_of(r, ri, d);
   double link = d.efa_ports[static_cast<size_t>(port)].rate_gbit;
   T.link_gbit = std::max(T.link_gbit, link);
@@ -261,7 +310,11 @@ void efa_to_steps(RankResult& r, size_t ri, const SignalsData& d, int skip, Sign
     st.dev.efa_trouble = delta("rx_drops", st) + delta("retrans_pkts", st) + delta("retrans_timeout_events", st) +
                          delta("rdma_read_wr_err", st) + delta("rdma_write_wr_err", st) +
                          delta("unresponsive_remote_events", st) + delta("impaired_remote_conn_events", st);
-    const double best_ratio = step_net_ratio(st, link, st.index >= skip, T);
+    const size_t k = static_cast<size_t>(&st - r.steps.data());
+    const uint64_t wait = k < last_arrival.size() && last_arrival[k] > st.arrival_ns && st.arrival_ns > 0
+                              ? std::min(last_arrival[k], st.end_ns) - std::min(st.arrival_ns, st.end_ns)
+                              : 0;
+    const double best_ratio = step_net_ratio(st, ri, link, wait, st.index >= skip, T);
     st.dev.net_ratio = best_ratio;
     if (st.index >= skip) {
       if (best_ratio >= 0) T.ratios.push_back(best_ratio);
@@ -385,8 +438,7 @@ void summarize(const SignalTotals& T, const ThreadTable& threads, DeviceSignalsS
   if (!T.compute_ms.empty()) S.execution_bound = median(T.cc_ms) > median(T.compute_ms) ? "collective" : "compute";
   S.link_gbit = T.link_gbit;
   S.net_ratio = -1;
-  for (const PathTotal* p : {&T.host_path, &T.device_path, &T.any_path})
-    if (p->seconds > 0) S.net_ratio = std::max(S.net_ratio, p->bytes / p->seconds);
+  for (const PathTotal* p : {&T.host_path, &T.device_path, &T.any_path}) S.net_ratio = std::max(S.net_ratio, p->ratio());
   if (S.net_ratio < 0 && !T.ratios.empty()) S.net_ratio = median(T.ratios);
   S.achieved_gbit = S.net_ratio >= 0 ? S.net_ratio * T.link_gbit : 0;
   S.network_bound = S.net_ratio >= 0.7;
@@ -438,6 +490,7 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
   DeviceSignalsSummary& S = *out;
   describe_sources(d, S);
   SignalTotals T;
+  const std::vector<uint64_t> last_arrival = last_arrivals(ranks);
   for (size_t ri = 0; ri < ranks.size(); ++ri) {
     RankResult& r = *ranks[ri];
     const ThreadTimeline* main = tl.find(r.main_tid);
@@ -446,7 +499,7 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
       for (const auto& sp : main->spans)
         if (sp.kind == SpanKind::nrt_execute) anchors.emplace_back(sp.start, sp.end);
     if (d && nds_to_steps(r, anchors, *d)) T.split = true;
-    if (d && !d->efa_ports.empty() && !d->efa.empty()) efa_to_steps(r, ri, *d, skip, T);
+    if (d && !d->efa_ports.empty() && !d->efa.empty()) efa_to_steps(r, ri, *d, last_arrival, skip, T);
     proxy_threads(r, anchors, tl, threads, d, skip, S, T);
     rank_totals(r, anchors, S, skip, T);
   }

@@ -62,6 +62,9 @@ constexpr LossInfo kLosses[ST_LOSS_KIND_MAX] = {
     {"agg_evicted", "per-process aggregates evicted (their counts restart)", false},
     {"kretprobe_missed", "kretprobe returns missed (calls without a record)", true},
     {"target_add_failed", "processes that could not be added to the target set", true},
+    // Counted and reported, but not a reason for INCOMPLETE: most skipped runs are of
+    // hooks whose record the analysis does not need (a non-target's nested completion).
+    {"prog_missed", "hook runs the kernel skipped (the same BPF program already running on that CPU)", false},
 };
 }  // namespace
 

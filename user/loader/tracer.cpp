@@ -395,6 +395,8 @@ Result<DropStats> BpfTracer::read_stats() const {
     }
     if (d.kretprobe != LossMeasure::measured) d.losses[ST_LOSS_KRETPROBE_MISSED] = 0;
   }
+  // Runs the kernel's recursion guard skipped, per program since load.
+  for (const auto& p : prog_stats()) d.losses[ST_LOSS_PROG_MISSED] += p.recursion_misses;
   return d;
 }
 
@@ -407,7 +409,7 @@ std::vector<ProgRunStats> BpfTracer::prog_stats() const {
     bpf_prog_info info {};
     uint32_t len = sizeof(info);
     if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0) continue;
-    out.push_back({bpf_program__name(prog), info.run_time_ns, info.run_cnt});
+    out.push_back({bpf_program__name(prog), info.run_time_ns, info.run_cnt, info.recursion_misses});
   }
   return out;
 }

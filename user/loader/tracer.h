@@ -52,6 +52,7 @@ struct ProgRunStats {
   std::string name;
   uint64_t run_time_ns = 0;
   uint64_t run_cnt = 0;
+  uint64_t recursion_misses = 0;  // runs skipped: the program was already running on that CPU
 };
 
 class BpfTracer {
