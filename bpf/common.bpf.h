@@ -35,6 +35,15 @@ __u32 st_accel_in_syscalls __weak = 1;
 __u32 st_detail __weak = 1;
 __u32 st_aggregate __weak = 0;
 
+/*
+ * Set by the consumer before it sleeps past its drain interval (nothing came
+ * for a while). The next record wakes it (BPF_RB_FORCE_WAKEUP) and clears the
+ * flag, so an idle session wakes rarely and a busy one still drains on its
+ * timer with no per-record wake-ups. A race between two CPUs costs at most a
+ * second wake-up.
+ */
+__u32 st_consumer_idle __weak = 0;
+
 /* ---- maps ---- */
 
 /* All records. Sized by userspace before load (bpf_map__set_max_entries). */
@@ -213,6 +222,11 @@ static __always_inline void *st_reserve(__u32 size, __u32 kind)
  */
 static __always_inline void st_submit(void *rec)
 {
+	if (st_consumer_idle) {
+		st_consumer_idle = 0;
+		bpf_ringbuf_submit(rec, BPF_RB_FORCE_WAKEUP);
+		return;
+	}
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 }
 

@@ -28,6 +28,13 @@ bool DevFileSet::pending() const {
   return false;
 }
 
+std::vector<std::string> DevFileSet::pending_paths() const {
+  std::vector<std::string> out;
+  for (const auto& f : files_)
+    if (!f.resolved) out.push_back(f.path);
+  return out;
+}
+
 Status DevFileSet::validate() const {
   for (const auto& f : files_) {
     struct stat st {};

@@ -24,6 +24,7 @@ class DevFileSet {
   uint32_t size() const { return static_cast<uint32_t>(files_.size()); }
   bool has_rdma() const;
   bool pending() const;  // some file has not appeared yet
+  std::vector<std::string> pending_paths() const;
   // A file that does not exist and cannot appear (no such directory) is a user error.
   Status validate() const;
   // Hands every file that exists now and was not handed yet to the tracer.

@@ -236,6 +236,8 @@ Status BpfTracer::attach_uprobe(const std::string& binary, const std::string& fu
   return Ok{};
 }
 
+void BpfTracer::set_consumer_idle(bool idle) { skel_->bss->st_consumer_idle = idle ? 1 : 0; }
+
 void BpfTracer::set_detail(bool on) { skel_->data->st_detail = on ? 1 : 0; }
 
 void BpfTracer::set_aggregate(bool on) {

@@ -70,6 +70,8 @@ class BpfTracer {
 
   // Run-time switches of the sched/net/block programs (no reload): per-event
   // records on/off, and counting into the per-process aggregation map.
+  // The consumer sleeps past its drain interval: the next record wakes it (bpf/common.bpf.h).
+  void set_consumer_idle(bool idle);
   void set_detail(bool on);
   void set_aggregate(bool on);
   // Every process in the aggregation map, summed over CPUs.

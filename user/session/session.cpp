@@ -241,6 +241,15 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
                                    [sp = s.get()](const void* d, size_t n) { sp->on_record(d, n); });
   if (!reader) return reader.error();
   s->reader_ = std::move(*reader);
+  if (auto w = DrainWait::create(s->tracer_->ring_map_fd(), o.drain_ms, kIdleDrainMs); w) {
+    s->wait_ = std::move(*w);
+    // Device files not there yet wake the sleep when they appear: ioctls on
+    // one before it is known are not seen (a simulated device is mounted by
+    // the job and used at once).
+    s->wait_->watch_paths(s->dev_files_.pending_paths());
+  } else {
+    log::warn("drains on a fixed {} ms timer: {}", o.drain_ms, w.error().message);
+  }
   // A new program image may load the runtime library or the step marker.
   s->pipe_.set_observer([sp = s.get()](const st_event_header& h, const void*, size_t) {
     if (h.kind == ST_EV_TASK_EXEC) {
@@ -377,6 +386,7 @@ Status Session::poll() {
   flush_notes();
   auto n = reader_->drain();
   if (!n) return n.error();
+  last_drained_ = *n;
   pipe_.advance();
   if (!scan_.empty()) scan_for_libs();
   if (signals_) {
@@ -395,13 +405,7 @@ Status Session::poll() {
 
 Status Session::run_loop(std::atomic<int>* signal) {
   for (;;) {
-    // While a named device file has not appeared, look for it every
-    // millisecond for the first 30 s: ioctls on it before it is known are
-    // not seen (a simulated device is mounted by the job and used at once).
-    const bool watch_devs =
-        dev_files_.pending() && monotonic_ns() - start_mono_ns_ < 30'000'000'000ull;
-    // A drain cut short at its bound (a storm) goes on at once: no sleep.
-    if (!reader_->more()) std::this_thread::sleep_for(std::chrono::milliseconds(watch_devs ? 1u : opts_.drain_ms));
+    sleep_before_drain();
     if (auto s = poll(); !s) return s;
     if (int sig = signal ? signal->exchange(0) : 0) request_stop(sig, "signal " + signal_name(sig));
     // Recording stopped (--max-size, a full disk): nothing more would be kept,

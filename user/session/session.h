@@ -17,6 +17,7 @@
 #include "loader/ring_reader.h"
 #include "cli/options.h"
 #include "loader/dev_files.h"
+#include "loader/drain_wait.h"
 #include "loader/features.h"
 #include "loader/tracer.h"
 #include "pipeline/pipeline.h"
@@ -70,6 +71,9 @@ class Session {
   // its whole tree is gone), or the duration elapsed in attach mode. Also
   // turns the end of the duration into a stop request.
   bool done();
+  // The sleep before the next drain: --drain-ms while records come, longer
+  // once they stop (loader/drain_wait.h), none after a drain cut at its bound.
+  void sleep_before_drain();
 
   // "" while tracing; once a stop was asked, what the session waits for.
   std::string stop_status() const;
@@ -97,6 +101,8 @@ class Session {
   KernelFeatures features_;
   std::unique_ptr<BpfTracer> tracer_;
   std::unique_ptr<RingReader> reader_;
+  std::unique_ptr<DrainWait> wait_;  // the sleep between drains (null: plain timer)
+  size_t last_drained_ = 0;          // records the last drain consumed
   std::unique_ptr<signals::DeviceSignals> signals_;  // NDS / EFA / Neuron sysfs sampler (drain ticks)
   std::optional<JobControl> job_;
   bool stop_requested_ = false;   // attach mode (no job), or --keep-running

@@ -4,6 +4,9 @@
 // window); the analysis of it runs through Analysis::finish like the final
 // report's, on top's worker thread, so a refresh never holds up the drain.
 #include <signal.h>
+
+#include <chrono>
+#include <thread>
 #include <fmt/core.h>
 #include <sys/resource.h>
 
@@ -52,6 +55,30 @@ void Session::request_stop(int sig, std::string reason) {
 std::string Session::stop_status() const {
   if (job_) return job_->stop_status(monotonic_ns());
   return stop_requested_ ? "stopping" : "";
+}
+
+void Session::sleep_before_drain() {
+  if (reader_->more()) return;  // a drain cut short at its bound (a storm) goes on at once
+  if (!wait_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(opts_.drain_ms));
+    return;
+  }
+  wait_->watch_paths(dev_files_.pending_paths());
+  // A job being stopped is watched on the timer (its grace period, its exit).
+  const bool stopping = stop_requested_ || (job_ && job_->stop_requested());
+  if (wait_->next_is_idle(stopping ? 1 : last_drained_)) {
+    tracer_->set_consumer_idle(true);
+    // Records that came between the last drain and the flag woke nobody.
+    if (auto n = reader_->drain(); n && *n > 0) {
+      tracer_->set_consumer_idle(false);
+      wait_->next_is_idle(*n);
+      return;
+    }
+  }
+  const uint64_t deadline =
+      opts_.duration_s > 0 && !duration_over_ ? start_mono_ns_ + static_cast<uint64_t>(opts_.duration_s * 1e9) : 0;
+  wait_->sleep(deadline);
+  tracer_->set_consumer_idle(false);
 }
 
 bool Session::done() {

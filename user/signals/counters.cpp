@@ -290,6 +290,8 @@ std::map<std::string, uint64_t> read_neuron_sysfs(const std::string& sysfs_root,
                                  "hw_error", "generic_error",  "resource_error",  "hw_collectives_error",
                                  "execute_completed_with_error", "execute_failed_to_queue"};
   static const char* mem[] = {"model_code", "tensors", "constants", "collectives", "dma_rings"};
+  struct stat dir {};
+  if (::stat(base.c_str(), &dir) != 0) return out;  // no such device: one stat, not one per core
   for (int c = 0; c < 16; ++c) {
     std::string nc = "neuron_core" + std::to_string(c);
     struct stat st {};
