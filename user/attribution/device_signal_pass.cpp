@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 
+#include "attribution/network_bound.h"
 #include "util/intervals.h"
 #include "timeline/timeline_ranges.h"
 
@@ -46,40 +47,6 @@ StepResult* step_at(RankResult& r, uint64_t t) {
     if (t >= st.start_ns && t < st.end_ns) return &st;
   return nullptr;
 }
-
-// Window totals per path (host messages, device RDMA, any traffic): bytes
-// and collective time. A counter update that lands just after a step
-// boundary moves bytes between neighbouring steps but not out of the
-// window, so the window's rate is what the network-bound test uses.
-// A step whose collective on this path stalled (a descheduled rank, a
-// paused VM: over 3x the rank's median time on the path) is left out with
-// its bytes, as the medians elsewhere keep one stall from flipping the whole
-// window. Per rank: a late rank's collectives are short by nature.
-struct PathTotal {
-  struct Step {
-    size_t rank;
-    double link_seconds, seconds;  // bytes at the link rate; collective time
-  };
-  std::vector<Step> steps;
-
-  // Achieved / link rate over the steps that did not stall; -1 none.
-  double ratio() const {
-    std::map<size_t, std::vector<double>> secs;
-    for (const auto& s : steps) secs[s.rank].push_back(s.seconds);
-    std::map<size_t, double> cap;
-    for (auto& [rank, v] : secs) {
-      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-      cap[rank] = 3 * v[v.size() / 2];
-    }
-    double bytes = 0, seconds = 0;
-    for (const auto& s : steps)
-      if (s.seconds <= cap[s.rank]) {
-        bytes += s.link_seconds;
-        seconds += s.seconds;
-      }
-    return seconds > 0 ? bytes / seconds : -1;
-  }
-};
 
 // What the pass adds up over all ranks, for the summary.
 struct SignalTotals {
@@ -271,26 +238,6 @@ double step_net_ratio(const StepResult& st, size_t rank, double link_gbit, uint6
 }
 
 // EFA: bytes on this rank's adapter per step, and the network-bound test.
-// Per step position (ranks' steps are compared by position, as in the
-// cross-rank pass), when the last rank arrived; empty with a single rank.
-std::vector<uint64_t> last_arrivals(const std::vector<RankResult*>& ranks) {
-  std::vector<uint64_t> last;
-  if (ranks.size() < 2) return last;
-  size_t n = ranks.front()->steps.size();
-  for (const auto* r : ranks) n = std::min(n, r->steps.size());
-  last.assign(n, 0);
-  for (size_t k = 0; k < n; ++k)
-    for (const auto* r : ranks) {
-      const uint64_t a = r->steps[k].arrival_ns;
-      if (a == 0) {  // a rank without an arrival: no estimate for this step
-        last[k] = 0;
-        break;
-      }
-      last[k] = std::max(last[k], a);
-    }
-  return last;
-}
-
 void efa_to_steps(RankResult& r, size_t ri, const SignalsData& d, const std::vector<uint64_t>& last_arrival, int skip,
                   SignalTotals& T) {
   const int port = efa_port_of(r, ri, d);
