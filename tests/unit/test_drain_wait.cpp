@@ -34,7 +34,7 @@ uint64_t mono_ns() {
 TEST_CASE("drain wait: idle only after empty drains, and a forced wake-up ends the idle sleep", "[loader]") {
   int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   REQUIRE(efd >= 0);
-  auto w = DrainWait::create(efd, 10, 2000);
+  auto w = DrainWait::create(efd, 10, 2000, 0);
   REQUIRE(w.ok());
   auto& d = **w;
   // Records keep the drain interval; empty drains lead to the idle one.
@@ -59,6 +59,7 @@ TEST_CASE("drain wait: idle only after empty drains, and a forced wake-up ends t
   CHECK(woke >= 40);
   CHECK(woke < 1500);
   CHECK(d.idle_sleeps() == 1);
+  CHECK_FALSE(d.next_is_idle(3));
   // The ring stays readable (records still there, edge-triggered): the next
   // sleep is the plain drain interval, not cut short by what is merely there.
   t0 = Clock::now();
@@ -67,8 +68,15 @@ TEST_CASE("drain wait: idle only after empty drains, and a forced wake-up ends t
   close(efd);
 }
 
+TEST_CASE("drain wait: empty drains within the first second of quiet keep the drain interval", "[loader]") {
+  auto w = DrainWait::create(-1, 10, 2000, 60'000);
+  REQUIRE(w.ok());
+  CHECK_FALSE((*w)->next_is_idle(1));
+  for (int i = 0; i < 10; ++i) CHECK_FALSE((*w)->next_is_idle(0));
+}
+
 TEST_CASE("drain wait: an idle sleep ends at the deadline and when a watched file appears", "[loader]") {
-  auto w = DrainWait::create(-1, 10, 3000);
+  auto w = DrainWait::create(-1, 10, 3000, 0);
   REQUIRE(w.ok());
   auto& d = **w;
   for (int i = 0; i < 3; ++i) d.next_is_idle(0);

@@ -16,8 +16,8 @@
 namespace steptrace {
 
 namespace {
-// Drains that found nothing before the sleep grows to the idle interval: a
-// job between two bursts of a step is not idle.
+// Drains that found nothing before the sleep can grow to the idle interval
+// (with idle_after_ms without records as well).
 constexpr int kEmptyDrainsBeforeIdle = 3;
 
 enum : uint32_t { kRing = 1, kInotify = 2, kMounts = 3 };
@@ -36,8 +36,10 @@ bool add(int ep, int fd, uint32_t events, uint32_t tag) {
 }
 }  // namespace
 
-Result<std::unique_ptr<DrainWait>> DrainWait::create(int ring_fd, uint32_t drain_ms, uint32_t idle_ms) {
+Result<std::unique_ptr<DrainWait>> DrainWait::create(int ring_fd, uint32_t drain_ms, uint32_t idle_ms,
+                                                     uint32_t idle_after_ms) {
   std::unique_ptr<DrainWait> w(new DrainWait());
+  w->idle_after_ns_ = static_cast<uint64_t>(idle_after_ms) * 1'000'000ull;
   w->drain_ms_ = std::max<uint32_t>(drain_ms, 1);
   w->idle_ms_ = std::max(idle_ms, w->drain_ms_);
   w->ep_ = epoll_create1(EPOLL_CLOEXEC);
@@ -86,7 +88,9 @@ void DrainWait::watch_paths(const std::vector<std::string>& paths) {
 
 bool DrainWait::next_is_idle(size_t records) {
   empty_drains_ = records > 0 ? 0 : std::min(empty_drains_ + 1, kEmptyDrainsBeforeIdle);
-  idle_next_ = empty_drains_ >= kEmptyDrainsBeforeIdle;
+  const uint64_t now = now_ns();
+  if (records > 0 || last_busy_ns_ == 0) last_busy_ns_ = now;
+  idle_next_ = empty_drains_ >= kEmptyDrainsBeforeIdle && now - last_busy_ns_ >= idle_after_ns_;
   return idle_next_;
 }
 

@@ -3,7 +3,7 @@
 //
 // Records are submitted without a wake-up, so a busy session drains on a
 // timer (--drain-ms) and never pays a wake-up per record. When drains keep
-// finding nothing, the sleep grows to the idle interval: before it, the
+// finding nothing for a second, the sleep grows to the idle interval: before it, the
 // caller raises the BPF side's idle flag (st_consumer_idle), and the first
 // record after that wakes the consumer at once (BPF_RB_FORCE_WAKEUP) and puts
 // it back on the timer. An idle job then costs a wake-up per idle interval
@@ -28,11 +28,16 @@ namespace steptrace {
 // The idle interval of sessions and the daemon: an attached, sleeping job costs
 // one wake-up per this many ms (a -d end or a stop is still kept on time).
 inline constexpr uint32_t kIdleDrainMs = 500;
+// How long drains must find nothing before the sleep grows: a job between
+// two bursts of a step is not idle, and the device counters (NDS, EFA) are
+// sampled at each drain, so a training job must keep the drain interval.
+inline constexpr uint32_t kIdleAfterMs = 1000;
 
 class DrainWait {
  public:
   // ring_fd: the ring buffer map (readable on a forced wake-up).
-  static Result<std::unique_ptr<DrainWait>> create(int ring_fd, uint32_t drain_ms, uint32_t idle_ms);
+  static Result<std::unique_ptr<DrainWait>> create(int ring_fd, uint32_t drain_ms, uint32_t idle_ms,
+                                                   uint32_t idle_after_ms = kIdleAfterMs);
   ~DrainWait();
   DrainWait(const DrainWait&) = delete;
   DrainWait& operator=(const DrainWait&) = delete;
@@ -42,7 +47,7 @@ class DrainWait {
   void watch_paths(const std::vector<std::string>& paths);
 
   // After a drain that consumed `records`: whether the next sleep is the idle
-  // one (drains have found nothing for a while). The caller then raises the
+  // one (the last three drains and idle_after_ms found nothing). The caller then raises the
   // BPF idle flag and drains once more (a record that came between the last
   // drain and the flag woke nobody) before it calls sleep().
   bool next_is_idle(size_t records);
@@ -62,6 +67,7 @@ class DrainWait {
   int empty_drains_ = 0;
   bool idle_next_ = false;
   uint64_t idle_sleeps_ = 0;
+  uint64_t idle_after_ns_ = 0, last_busy_ns_ = 0;
   std::vector<std::string> watched_;
 };
 
