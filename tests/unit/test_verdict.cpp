@@ -103,13 +103,28 @@ TEST_CASE("verdict: a rank last at the collective in most steps is the straggler
   CHECK(v.straggler_rank == 1);
   CHECK(v.straggler_late_ns == 2 * kMs);
   CHECK(v.straggler_cause == Category::cpu_contention);
-  CHECK(v.headline.find("; rank 1 arrives 2.0 ms late (cpu_contention)") != std::string::npos);
+  // The straggler and its own cause first, then what the others pay; advice aimed at that rank's cause.
+  CHECK(v.headline.rfind("rank 1 holds the collective back: it arrives 2.0 ms late (cpu_contention on that rank); "
+                         "collectives gate the accelerator",
+                         0) == 0);
+  CHECK(v.recommendation.rfind("give rank 1's threads their own CPUs", 0) == 0);
+  CHECK(v.recommendation.find("the network is not where to start") != std::string::npos);
 
   SECTION("last in half the steps or fewer is no straggler") {
     job.ranks[1].straggler_steps = 1;
     Verdict w = decide_verdict(job, tl, drops);
     CHECK(w.straggler_rank == -1);
     CHECK(w.headline.find("arrives") == std::string::npos);
+    CHECK(w.recommendation.rfind("check the network path", 0) == 0);
+  }
+
+  SECTION("a CPU-only job's straggler: no accelerator in the headline, the straggler still first") {
+    for (auto& r : job.ranks) r.source = StepSource::automatic_host;
+    for (auto& st : job.ranks[1].steps) st.late_ns = 2 * kMs;
+    Verdict w = decide_verdict(job, tl, drops);
+    CHECK(w.headline.rfind("CPU-only job (no accelerator seen): rank 1 holds the collective back", 0) == 0);
+    CHECK(w.headline.find("collectives dominate the step") != std::string::npos);
+    CHECK(w.headline.find("accelerator:") == std::string::npos);
   }
 }
 

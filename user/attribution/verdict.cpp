@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 
 #include "timeline/collector_stats.h"
@@ -63,6 +64,31 @@ const char* recommendation_for(Category c) {
       return "give the training threads their own CPUs: move or cap the competing processes, pin the job";
     default: return "look at the per-thread timeline: the time is not explained by the known categories";
   }
+}
+
+// Advice aimed at the straggler's own cause: the other ranks only wait for it.
+std::string straggler_recommendation(int rank, Category cause) {
+  std::string fix;
+  switch (cause) {
+    case Category::data_loading:
+      fix = fmt::format("feed rank {} faster: more DataLoader workers or CPU cores for its loaders, cheaper transforms "
+                        "or faster/cached storage on that rank", rank);
+      break;
+    case Category::cpu_contention:
+      fix = fmt::format("give rank {}'s threads their own CPUs: move or cap what competes with it on its node, pin "
+                        "the job", rank);
+      break;
+    case Category::host_overhead:
+      fix = fmt::format("profile rank {}'s host code between device calls: it does more host work than the others "
+                        "(uneven batches, logging or checkpointing on that rank)", rank);
+      break;
+    case Category::dma_submission:
+      fix = fmt::format("batch rank {}'s host-to-device copies into fewer, larger transfers", rank);
+      break;
+    default:
+      fix = fmt::format("look at rank {}'s timeline: its delay is not explained by the host-side categories", rank);
+  }
+  return fix + "; the other ranks wait for it in the collective, so the network is not where to start";
 }
 
 // Straggler: the rank that arrives last at the collective most often (more
@@ -140,14 +166,19 @@ void write_headline(const JobAnalysis& job, const PerStep& p, Verdict& v) {
       if (auto at = v.headline.find(from); at != std::string::npos) v.headline.replace(at, from.size(), to);
     };
     replace("gates the accelerator", "dominates the step");
+    replace("gate the accelerator", "dominate the step");
     replace(" on the CPU between device calls", " on the CPU (forward, backward, optimizer)");
-    v.headline = "CPU-only job (no accelerator seen): " + v.headline;
-  }
-  if (v.straggler_rank >= 0 && v.category == Category::collective) {
-    v.headline += fmt::format("; rank {} arrives {:.1f} ms late ({})", v.straggler_rank, ms(v.straggler_late_ns),
-                              category_name(v.straggler_cause));
   }
   v.recommendation = recommendation_for(v.category);
+  if (v.straggler_rank >= 0 && v.category == Category::collective) {
+    // The others wait in the collective for one rank: that rank and its own
+    // cause come first, and the advice is about it, not the network.
+    v.headline = fmt::format("rank {} holds the collective back: it arrives {:.1f} ms late ({} on that rank); ",
+                             v.straggler_rank, ms(v.straggler_late_ns), category_name(v.straggler_cause)) +
+                 v.headline;
+    v.recommendation = straggler_recommendation(v.straggler_rank, v.straggler_cause);
+  }
+  if (cpu_only) v.headline = "CPU-only job (no accelerator seen): " + v.headline;
   if (cpu_only && v.category == Category::host_overhead)
     v.recommendation = "profile the training loop on the CPU (forward, backward, optimizer; perf or py-spy): "
                        "with no accelerator, host compute is the step";
@@ -248,12 +279,31 @@ Verdict decide_verdict(const JobAnalysis& job, const TimelineStore& tl, const Dr
                                          ? p.copy_bytes / p.ns[static_cast<size_t>(Category::dma_submission)]
                                          : 0.0));
   if (p.ns[static_cast<size_t>(Category::collective)] > 0) {
-    // Busiest sockets of the main threads.
+    // The socket that carried the most bytes in the counted steps, on any
+    // thread of a rank: gloo and NCCL move gradients on their own threads,
+    // while the main thread's socket is often the rendezvous store's.
     std::map<uint64_t, uint64_t> bytes;
-    for (const auto& r : job.ranks)
-      if (const auto* t = tl.find(r.main_tid))
-        for (const auto& sp : t->spans)
-          if (sp.kind == SpanKind::net_send || sp.kind == SpanKind::net_recv) bytes[sp.sock_id] += sp.bytes;
+    std::map<uint64_t, int> steps_of;  // the owning rank's counted steps
+    for (const auto& r : job.ranks) {
+      uint64_t from = UINT64_MAX, to = 0;
+      int n = 0;
+      for (const auto& st : r.steps)
+        if (st.index >= job.skipped_warmup_steps) {
+          from = std::min(from, st.start_ns);
+          to = std::max(to, st.end_ns);
+          ++n;
+        }
+      if (from >= to) continue;
+      for (const auto& [key, t] : tl.threads()) {
+        if (t.pid != r.pid) continue;
+        for (const auto& sp : t.spans) {
+          if (sp.kind != SpanKind::net_send && sp.kind != SpanKind::net_recv) continue;
+          if (sp.start < from || sp.start >= to) continue;
+          bytes[sp.sock_id] += sp.bytes;
+          steps_of[sp.sock_id] = n;
+        }
+      }
+    }
     uint64_t best_id = 0, best_b = 0;
     for (const auto& [id, b] : bytes)
       if (b > best_b) {
@@ -261,10 +311,10 @@ Verdict decide_verdict(const JobAnalysis& job, const TimelineStore& tl, const Dr
         best_id = id;
       }
     auto it = tl.sockets().find(best_id);
-    v.evidence.push_back(fmt::format("collective {:.1f} ms/step; busiest socket {} carried {:.1f} MiB",
+    v.evidence.push_back(fmt::format("collective {:.1f} ms/step; busiest socket {} carried {:.2f} MiB/step",
                                      per(Category::collective),
                                      it != tl.sockets().end() ? format_tuple(it->second) : std::string("(device-side)"),
-                                     static_cast<double>(best_b) / 1048576.0));
+                                     static_cast<double>(best_b) / 1048576.0 / std::max(steps_of[best_id], 1)));
   }
   if (v.straggler_rank >= 0)
     v.evidence.push_back(fmt::format("rank {} arrived last at the collective in {} steps, {:.1f} ms late on average; "
