@@ -140,6 +140,19 @@ TEST_CASE("steps: a CPU-only PyTorch DDP job is cut into its steps with no confi
     // Step 0 waits for the loader workers to start: data loading.
     CHECK(rr->steps[0].gating == Category::data_loading);
   }
+  // The socket evidence names a gradient socket (gloo's, off the main
+  // thread), not the rendezvous store's, and it moved real bytes per step.
+  bool socket_line = false;
+  for (const auto& e : r->job.verdict.evidence) {
+    if (e.find("busiest socket") == std::string::npos) continue;
+    socket_line = true;
+    INFO(e);
+    double mib = -1;
+    auto at = e.find("carried ");
+    if (at != std::string::npos) mib = std::atof(e.c_str() + at + 8);
+    CHECK(mib > 0.05);  // the model's gradients, several times over per step
+  }
+  CHECK(socket_line);
   std::error_code ec;
   std::filesystem::remove_all(out, ec);
 }

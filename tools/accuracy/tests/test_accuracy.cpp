@@ -65,6 +65,9 @@ void check_common(const ScenarioResult& res, double share_pp = 5.0) {
     INFO("category " << cat);
     CHECK(err < share_pp);
   }
+  INFO("incomplete: [" << incomplete_reason(res.report.drops) << "] capture end [" << res.report.capture_end
+                        << "] windows forgotten at the memory cap " << res.report.windows.memory_cap_forgets
+                        << "; records " << res.report.records << ", late " << res.report.late_records);
   CHECK_FALSE(res.report.incomplete());
 }
 
