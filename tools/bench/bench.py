@@ -563,7 +563,7 @@ class Bench:
             idle.kill()
             idle.wait()
         under = [t for s in self.results.get("B7", {}).values() for t in s["tracer"]]
-        ring = 16
+        ring = rep["tracer"]["ring_mib"] if rep else 64
         res = {"idle": {"seconds": secs, "cpu_share": v["cpu_share"], **{k + "_kib": x for k, x in v["mem"].items()}},
                "idle_drain100": {"cpu_share": v100["cpu_share"]},
                "ring_mib": ring}

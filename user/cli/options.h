@@ -31,7 +31,10 @@ struct Options {
   double kill_after_s = 10;              // --kill-after: a stopped job's grace before SIGKILL
   bool keep_running = false;             // --keep-running: a stop ends tracing, the job runs on
   bool subreaper = false;                // the CLI made steptrace the child subreaper (not a flag)
-  uint32_t ring_mib = 16;                // ring buffer size, a power of two
+  // Ring buffer size, a power of two. 64 MiB holds ~1 M records: several
+  // seconds of a busy job while the drain thread folds a window (a 10 s fold
+  // of a 150 k records/s job outlasted 16 MiB and dropped events).
+  uint32_t ring_mib = 64;
   uint32_t drain_ms = 10;                // timer drain interval (no per-record wakeups)
   uint32_t subsystems = 0;               // st_subsystem bits
   bool follow_forks = true;
