@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "loader/drain_wait.h"
+#include "util/mono_clock.h"
 
 using namespace steptrace;
 using Clock = std::chrono::steady_clock;
@@ -23,11 +24,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-uint64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 }  // namespace
 
@@ -81,7 +77,7 @@ TEST_CASE("drain wait: an idle sleep ends at the deadline and when a watched fil
   auto& d = **w;
   for (int i = 0; i < 3; ++i) d.next_is_idle(0);
   auto t0 = Clock::now();
-  d.sleep(mono_ns() + 60'000'000ull);
+  d.sleep(monotonic_ns() + 60'000'000ull);
   double took = ms_since(t0);
   CHECK(took >= 50);
   CHECK(took < 2000);

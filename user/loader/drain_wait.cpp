@@ -5,13 +5,14 @@
 #include <fmt/core.h>
 #include <sys/epoll.h>
 #include <sys/inotify.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+
+#include "util/mono_clock.h"
 
 namespace steptrace {
 
@@ -21,12 +22,6 @@ namespace {
 constexpr int kEmptyDrainsBeforeIdle = 3;
 
 enum : uint32_t { kRing = 1, kInotify = 2, kMounts = 3 };
-
-uint64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 bool add(int ep, int fd, uint32_t events, uint32_t tag) {
   epoll_event ev{};
@@ -88,7 +83,7 @@ void DrainWait::watch_paths(const std::vector<std::string>& paths) {
 
 bool DrainWait::next_is_idle(size_t records) {
   empty_drains_ = records > 0 ? 0 : std::min(empty_drains_ + 1, kEmptyDrainsBeforeIdle);
-  const uint64_t now = now_ns();
+  const uint64_t now = monotonic_ns();
   if (records > 0 || last_busy_ns_ == 0) last_busy_ns_ = now;
   idle_next_ = empty_drains_ >= kEmptyDrainsBeforeIdle && now - last_busy_ns_ >= idle_after_ns_;
   return idle_next_;
@@ -106,7 +101,7 @@ void DrainWait::sleep(uint64_t deadline_ns) {
   if (idle_next_) ++idle_sleeps_;
   idle_next_ = false;
   if (deadline_ns) {
-    const uint64_t now = now_ns();
+    const uint64_t now = monotonic_ns();
     const uint64_t left = deadline_ns > now ? (deadline_ns - now + 999'999) / 1'000'000 : 0;
     ms = std::min(ms, left);
   }

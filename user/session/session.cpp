@@ -33,12 +33,6 @@
 
 namespace steptrace {
 
-uint64_t monotonic_ns() {
-  struct timespec ts {};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 namespace {
 
 // Every tgid in a cgroup v2 subtree (cgroup.procs of each directory).
@@ -247,6 +241,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
     // one before it is known are not seen (a simulated device is mounted by
     // the job and used at once).
     s->wait_->watch_paths(s->dev_files_.pending_paths());
+    s->watching_devs_ = s->dev_files_.pending();
   } else {
     log::warn("drains on a fixed {} ms timer: {}", o.drain_ms, w.error().message);
   }

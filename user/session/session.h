@@ -24,6 +24,7 @@
 #include "pipeline/replay.h"
 #include "session/job_control.h"
 #include "signals/device_signals.h"
+#include "util/mono_clock.h"
 #include "util/sys_root.h"
 #include "session/lib_probes.h"
 
@@ -103,6 +104,7 @@ class Session {
   std::unique_ptr<RingReader> reader_;
   std::unique_ptr<DrainWait> wait_;  // the sleep between drains (null: plain timer)
   size_t last_drained_ = 0;          // records the last drain consumed
+  bool watching_devs_ = false;       // wait_ watches for named device files
   std::unique_ptr<signals::DeviceSignals> signals_;  // NDS / EFA / Neuron sysfs sampler (drain ticks)
   std::optional<JobControl> job_;
   bool stop_requested_ = false;   // attach mode (no job), or --keep-running
@@ -125,7 +127,6 @@ class Session {
   bool finished_ = false;
 };
 
-uint64_t monotonic_ns();
 
 // Paths of libnrt.so* and libsteptrace_marker.so* in a /proc/PID/maps text.
 std::vector<std::string> find_probe_libs(const std::string& maps);

@@ -63,7 +63,10 @@ void Session::sleep_before_drain() {
     std::this_thread::sleep_for(std::chrono::milliseconds(opts_.drain_ms));
     return;
   }
-  wait_->watch_paths(dev_files_.pending_paths());
+  if (watching_devs_ && !dev_files_.pending()) {
+    wait_->watch_paths({});  // every named device file is known: stop watching
+    watching_devs_ = false;
+  }
   // A job being stopped is watched on the timer (its grace period, its exit).
   const bool stopping = stop_requested_ || (job_ && job_->stop_requested());
   if (wait_->next_is_idle(stopping ? 1 : last_drained_)) {
