@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 
 #include "attribution/job_analysis.h"
 #include "decode/neuron_cmd.h"
@@ -237,4 +238,55 @@ TEST_CASE("attribution: a CPU-only job's verdict says so", "[steps][unit]") {
   CHECK(job.verdict.headline.rfind("CPU-only job (no accelerator seen): ", 0) == 0);
   // The 5 ms wait for the worker's batch is data loading in every step.
   CHECK(job.ranks[0].steps[1].ns[static_cast<size_t>(Category::data_loading)] == 5 * kMs);
+}
+
+TEST_CASE("steps: set-up traffic while the main thread waits is one burst, not steps", "[steps][unit]") {
+  // A window of a long session that holds only the parameter broadcast: the
+  // communication thread moves 30 equal chunks 10 ms apart while the main
+  // thread sleeps in the broadcast, before any loader exists. Equal bytes
+  // at a steady period look like steps; the main thread never worked
+  // between them, so they are one collective.
+  Feed f;
+  f(switch_in(kCpuPid, kCpuPid, 40 * kMs));
+  f(switch_in(kCpuPid, kCommTid, 40 * kMs));
+  f(switch_out(kCpuPid, kCpuPid, 45 * kMs));
+  for (int i = 0; i < 30; ++i) f(send(kCpuPid, kCommTid, (50 + 10 * static_cast<uint64_t>(i)) * kMs, kMs / 2, 1 << 20));
+  f.finish(400 * kMs);
+  CHECK(steps::reconstruct_steps(f.tl, f.tt).empty());
+
+  // The same traffic with the main thread working between the chunks is a
+  // job stepping: 30 steps.
+  Feed g;
+  g(switch_in(kCpuPid, kCpuPid, 40 * kMs));
+  g(switch_in(kCpuPid, kCommTid, 40 * kMs));
+  for (int i = 0; i < 30; ++i) g(send(kCpuPid, kCommTid, (50 + 10 * static_cast<uint64_t>(i)) * kMs, kMs / 2, 1 << 20));
+  g.finish(400 * kMs);
+  auto ranks = steps::reconstruct_steps(g.tl, g.tt);
+  REQUIRE(ranks.size() == 1);
+  CHECK(ranks[0].anchors.size() == 30);
+  CHECK(ranks[0].burst.known());  // 30 equal steps: the model is learned
+  CHECK(ranks[0].burst.step_bytes == 1 << 20);
+}
+
+TEST_CASE("steps: a known burst model cuts a group of two steps back into two", "[steps][unit]") {
+  // Steps of 3 x 1 MiB whose between-step gap (4 ms) came out shorter than
+  // the model's split (6 ms, learned when steps were further apart).
+  Feed f;
+  f(switch_in(kCpuPid, kCpuPid, 40 * kMs));
+  f(switch_in(kCpuPid, kCommTid, 40 * kMs));
+  for (int k = 0; k < 4; ++k) {
+    const uint64_t b = 50 * kMs + static_cast<uint64_t>(k) * 11 * kMs;
+    for (int i = 0; i < 3; ++i) f(send(kCpuPid, kCommTid, b + 3 * static_cast<uint64_t>(i) * kMs, kMs / 2, 1 << 20));
+  }
+  f.finish(200 * kMs);
+  std::map<uint32_t, steps::BurstModel> known{{kCpuPid, {6 * kMs, 3u << 20}}};
+  auto ranks = steps::reconstruct_steps(f.tl, f.tt, known);
+  REQUIRE(ranks.size() == 1);
+  REQUIRE(ranks[0].anchors.size() == 4);
+  for (size_t k = 0; k < 4; ++k) {
+    INFO("step " << k);
+    // A send recorded at ts began dur before it.
+    CHECK(ranks[0].anchors[k].start == 50 * kMs + k * 11 * kMs - kMs / 2);
+    CHECK(ranks[0].anchors[k].end == 50 * kMs + k * 11 * kMs + 6 * kMs);
+  }
 }

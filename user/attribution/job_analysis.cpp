@@ -50,6 +50,8 @@ RankWork start_rank(const steps::RankSteps& s, int first_index) {
   w.res.source = s.source;
   w.res.loader_pids = s.loader_pids;
   w.res.loader_tids = s.loader_tids;
+  w.res.host_only = s.host_only;
+  w.res.burst = s.burst;
   for (const auto& win : s.steps) {
     StepResult st;
     st.index = first_index + static_cast<int>(w.res.steps.size());
@@ -94,7 +96,10 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
 
   // The steps stage: ranks (processes that drive the accelerator, mark
   // steps, or move a periodic collective) and their steps.
-  std::vector<steps::RankSteps> found = steps::reconstruct_steps(tl, threads);
+  std::map<uint32_t, steps::BurstModel> known;
+  for (const auto& [pid, p] : opt.resume)
+    if (p.burst.known()) known[pid] = p.burst;
+  std::vector<steps::RankSteps> found = steps::reconstruct_steps(tl, threads, known);
   std::vector<RankWork> ranks;
   FabricWindow fw;
   fw.others_from_ns = opt.others_from_ns;

@@ -56,6 +56,11 @@ struct RankResult {
   CategoryNs total{};                 // over counted steps
   uint64_t counted_ns = 0;
   uint64_t straggler_steps = 0;       // steps where this rank arrived last (and late)
+  // A CPU-only rank (steps from its collective traffic): the burst model its
+  // steps were cut with. Unknown while its steps do not agree well enough:
+  // a long session then keeps them open (pipeline/step_ledger.h).
+  bool host_only = false;
+  steps::BurstModel burst;
 };
 
 struct Verdict {
@@ -92,6 +97,7 @@ struct SignalsData;
 struct ResumePoint {
   uint64_t cut_ns = 0;
   int next_index = 0;
+  steps::BurstModel burst;  // a CPU-only rank: how its traffic splits into steps
 };
 
 struct AnalysisOptions {

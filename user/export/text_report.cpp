@@ -287,7 +287,7 @@ void memory_line(std::string& o, const SessionReport& r) {
   const WindowStats& w = r.windows;
   if (!w.folds && !w.memory_cap_hits) return;
   std::string line = w.fold_every_ns
-                         ? fmt::format("analysed in windows of {:.0f} s ({} folded)",
+                         ? fmt::format("analysed in windows of {:g} s ({} folded)",
                                        static_cast<double>(w.fold_every_ns) / 1e9, w.folds)
                          : fmt::format("folded {} times at the memory cap", w.folds);
   if (w.steps_out_of_detail)

@@ -37,7 +37,8 @@ void add_counts(RankResult& into, const RankResult& r) {
 // two (the one in progress and the one before, whose end the next window may
 // still move); all ranks still stepping fold the same number, so the next
 // window compares them step by step as this one did. A rank that stopped
-// (no step ended for four typical steps) folds all of its steps.
+// (no step ended for four typical steps) folds all of its steps; one whose
+// steps are not settled yet folds none, and holds the others back with it.
 std::vector<size_t> steps_over(const JobAnalysis& ja, uint64_t now) {
   std::vector<uint64_t> durs;
   for (const auto& r : ja.ranks)
@@ -45,14 +46,19 @@ std::vector<size_t> steps_over(const JobAnalysis& ja, uint64_t now) {
   const uint64_t typical = median_ns(durs);
   std::vector<size_t> n(ja.ranks.size(), 0);
   size_t common = SIZE_MAX;
-  std::vector<bool> active(ja.ranks.size(), false);
+  std::vector<bool> active(ja.ranks.size(), false), settled(ja.ranks.size(), true);
   for (size_t i = 0; i < ja.ranks.size(); ++i) {
     const auto& s = ja.ranks[i].steps;
     if (s.empty()) continue;
     active[i] = s.back().end_ns + 4 * typical >= now;
-    if (active[i]) common = std::min(common, s.size() >= 2 ? s.size() - 2 : 0);
+    // A CPU-only rank whose steps do not agree yet (a window of set-up
+    // traffic, or too few steps) may be cut differently once more of the
+    // job is seen: nothing folds until they do.
+    settled[i] = !ja.ranks[i].host_only || ja.ranks[i].burst.known();
+    if (active[i] || !settled[i]) common = std::min(common, s.size() >= 2 && settled[i] ? s.size() - 2 : 0);
   }
-  for (size_t i = 0; i < ja.ranks.size(); ++i) n[i] = active[i] ? common : ja.ranks[i].steps.size();
+  for (size_t i = 0; i < ja.ranks.size(); ++i)
+    n[i] = !settled[i] ? 0 : active[i] ? common : ja.ranks[i].steps.size();
   return n;
 }
 
@@ -130,6 +136,7 @@ uint64_t StepLedger::fold(const JobAnalysis& ja, const TimelineStore& tl, uint64
       }
     }
     L.next.cut_ns = n[i] < r.steps.size() ? r.steps[n[i]].start_ns : r.steps.back().end_ns;
+    if (r.burst.known()) L.next.burst = r.burst;
     L.next.next_index = r.steps[n[i] - 1].index + 1;
   }
   others_from_ns_ = keep_from;

@@ -16,7 +16,10 @@ std::vector<Anchor> anchors_from_ioctls(const ThreadTimeline& t);
 
 // One burst of send/recv traffic per step across the threads of process
 // `r.pid` (r.main and r.loaders must be set), chosen so the bursts carry
-// (nearly) equal bytes. Empty with fewer than 8 calls or 3 bursts.
-std::vector<Anchor> collective_bursts(const TimelineStore& tl, const RankSteps& r);
+// (nearly) equal bytes. Empty with fewer than 8 calls or 3 bursts. With a
+// `known` model (a later window of a long session) the bursts are cut with
+// it; otherwise r.burst gets the model learned here, when the steps agree
+// well enough to learn one.
+std::vector<Anchor> collective_bursts(const TimelineStore& tl, RankSteps& r, const BurstModel* known);
 
 }  // namespace steptrace::steps

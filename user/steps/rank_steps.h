@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -30,6 +31,18 @@ namespace steps {
 // One execution (or, in a CPU-only job, one collective burst).
 struct Anchor {
   uint64_t start, end;
+};
+
+// How a CPU-only rank's collective traffic splits into steps: bursts are
+// calls closer than split_ns (and not separated by work of the main thread),
+// and one step moves step_bytes. Learned once a window holds enough steps
+// that agree, then carried to the later windows of a long session
+// (attribution/job_analysis.h, ResumePoint), which hold too few steps, or
+// only the job's shutdown traffic, to learn it again.
+struct BurstModel {
+  uint64_t split_ns = 0;
+  uint64_t step_bytes = 0;
+  bool known() const { return step_bytes != 0; }
 };
 
 struct StepWindow {
@@ -54,12 +67,18 @@ struct RankSteps {
   // traffic bursts, one per step, not executions.
   bool host_only = false;
   std::set<uint32_t> comm_threads;  // threads of the rank that move the collective's bytes
+  // host_only: the model the anchors were cut with (learned here or given);
+  // unknown while the steps so far do not agree enough to learn it, and then
+  // a long session keeps the rank's steps open rather than fold them.
+  BurstModel burst;
   std::vector<StepWindow> steps;    // contiguous, in time order
 };
 
 // The whole stage: the ranks (sorted by pid, `rank` numbered from 0), each
-// with its steps cut.
-std::vector<RankSteps> reconstruct_steps(const TimelineStore& tl, const ThreadTable& threads);
+// with its steps cut. `known` holds the burst models a long session learned
+// in earlier windows, by pid.
+std::vector<RankSteps> reconstruct_steps(const TimelineStore& tl, const ThreadTable& threads,
+                                         const std::map<uint32_t, BurstModel>& known = {});
 
 }  // namespace steps
 }  // namespace steptrace

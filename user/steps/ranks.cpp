@@ -80,7 +80,8 @@ std::vector<RankSteps> accelerator_ranks(const TimelineStore& tl, const ThreadTa
 // Ranks of a job with no accelerator and no marker: processes whose threads
 // carry periodic collective traffic (not children of another such process:
 // those would be its workers). The main thread is the process's first thread.
-std::vector<RankSteps> host_only_ranks(const TimelineStore& tl, const ThreadTable& threads) {
+std::vector<RankSteps> host_only_ranks(const TimelineStore& tl, const ThreadTable& threads,
+                                       const std::map<uint32_t, BurstModel>& known) {
   std::map<uint32_t, int> net_calls;
   for (const auto& [tid, t] : tl.threads())
     for (const auto& s : t.spans) net_calls[t.pid] += is_net(s);
@@ -105,7 +106,8 @@ std::vector<RankSteps> host_only_ranks(const TimelineStore& tl, const ThreadTabl
       if (calls >= 2) r.comm_threads.insert(tid);
     }
     add_loaders(tl, r);
-    r.anchors = collective_bursts(tl, r);
+    const auto k = known.find(pid);
+    r.anchors = collective_bursts(tl, r, k != known.end() ? &k->second : nullptr);
     if (r.anchors.size() < 2) continue;
     r.source = StepSource::automatic_host;
     out.push_back(std::move(r));

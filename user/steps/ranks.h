@@ -14,8 +14,10 @@ namespace steptrace::steps {
 std::vector<RankSteps> accelerator_ranks(const TimelineStore& tl, const ThreadTable& threads);
 
 // A job with no accelerator and no marker: processes that carry periodic
-// collective traffic, with the collective's bursts as anchors.
-std::vector<RankSteps> host_only_ranks(const TimelineStore& tl, const ThreadTable& threads);
+// collective traffic, with the collective's bursts as anchors (cut with the
+// burst model in `known` for a pid that has one).
+std::vector<RankSteps> host_only_ranks(const TimelineStore& tl, const ThreadTable& threads,
+                                       const std::map<uint32_t, BurstModel>& known);
 
 // Loader workers: child processes of the rank and the rank's other threads
 // (except those that move the collective's bytes). Needs r.pid and r.main.

@@ -134,9 +134,10 @@ void build_steps(RankSteps& r) {
   }
 }
 
-std::vector<RankSteps> reconstruct_steps(const TimelineStore& tl, const ThreadTable& threads) {
+std::vector<RankSteps> reconstruct_steps(const TimelineStore& tl, const ThreadTable& threads,
+                                         const std::map<uint32_t, BurstModel>& known) {
   std::vector<RankSteps> ranks = accelerator_ranks(tl, threads);
-  if (ranks.empty()) ranks = host_only_ranks(tl, threads);
+  if (ranks.empty()) ranks = host_only_ranks(tl, threads, known);
   std::sort(ranks.begin(), ranks.end(), [](const RankSteps& a, const RankSteps& b) { return a.pid < b.pid; });
   for (size_t i = 0; i < ranks.size(); ++i) {
     ranks[i].rank = static_cast<int>(i);
