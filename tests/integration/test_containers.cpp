@@ -130,6 +130,31 @@ TEST_CASE("containers: identity and probe notes go through the record stream and
   CHECK(pipe.decode_stats().unknown_kind == 0);  // notes never reach the decoder
 }
 
+TEST_CASE("containers: a parent note names a running process's parent; a fork seen in the trace wins", "[containers]") {
+  // attach: the loaders were forked before tracing began, so no task_new
+  // says whose they are; the session reads /proc and notes it.
+  Pipeline pipe;
+  for (auto [pid, ppid] : {std::pair<uint32_t, uint32_t>{101, 100}, {102, 100}}) {
+    auto rec = make_user_note(5, pid, parent_note(ppid));
+    pipe.push(rec.data(), rec.size());
+  }
+  auto zero = make_user_note(5, 103, nlohmann::json{{"note", "parent"}, {"ppid", 0}});
+  pipe.push(zero.data(), zero.size());
+  auto text = make_user_note(5, 104, nlohmann::json{{"note", "parent"}, {"ppid", "100"}});
+  pipe.push(text.data(), text.size());
+  const auto& tl = pipe.analysis().timeline;
+  CHECK(tl.parent_of(101) == 100);
+  CHECK(tl.parent_of(102) == 100);
+  CHECK(tl.parent_of(103) == 0);
+  CHECK(tl.parent_of(104) == 0);
+  CHECK(pipe.analysis().notes.malformed == 2);
+  // A parent already known (from the trace) is not replaced by a note.
+  TimelineStore t;
+  t.note_parent(7, 1);
+  t.note_parent(7, 2);
+  CHECK(t.parent_of(7) == 1);
+}
+
 TEST_CASE("containers: maps lines give the mapped file's device, inode and range", "[containers]") {
   std::string maps =
       "7f0000-7f1000 r-xp 00000000 fd:01 123 /opt/aws/neuron/lib/libnrt.so.1\n"

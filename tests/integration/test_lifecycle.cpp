@@ -238,3 +238,23 @@ TEST_CASE("lifecycle: attach -p <launcher> follows the ranks it already started 
   fs::remove_all(dir);
 }
 #endif
+
+TEST_CASE("lifecycle: attach -p ends when every traced process has exited, an unreaped zombie included",
+          "[root][lifecycle]") {
+  steptrace::test::require_root();
+  auto dir = temp_dir();
+  // The target's parent (this test) does not reap it until steptrace is
+  // done: its /proc entry stays, as a zombie, after it exits.
+  pid_t job = spawn({"/bin/sh", "-c", "sleep 2"}, dir / "job.txt");
+  const auto t0 = std::chrono::steady_clock::now();
+  pid_t st = spawn({kBin, "attach", "-p", std::to_string(job), "-d", "60", "--collectors", "sched"}, dir / "out.txt");
+  int rc = wait_exit(st, 50);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto out = slurp(dir / "out.txt");
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("tracing ended: every traced process exited") != std::string::npos);
+  CHECK(secs < 30);  // not the 60 s of -d
+  CHECK(wait_exit(job, 5) == 0);
+  fs::remove_all(dir);
+}

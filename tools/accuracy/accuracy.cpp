@@ -77,8 +77,9 @@ bool run_scenario(const ScenarioRun& run, ScenarioResult* out, std::string* err)
   if (run.keep_steps) o.keep_steps = run.keep_steps;
   if (run.window_s >= 0) o.window_s = run.window_s;
   pid_t job = -1;
-  if (run.attach) {
+  if (run.attach || run.attach_after_s > 0) {
     std::vector<std::string> args = {"/bin/sh", "-c", "sleep 4; exec \"$@\"", "sh"};
+    if (run.attach_after_s > 0) args.clear();
     args.insert(args.end(), o.argv.begin(), o.argv.end());
     job = spawn(args);
     if (job < 0) {
@@ -88,6 +89,8 @@ bool run_scenario(const ScenarioRun& run, ScenarioResult* out, std::string* err)
     o.argv.clear();
     o.command = CommandKind::attach;
     o.target.pids = {static_cast<uint32_t>(job)};
+    if (run.attach_after_s > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(run.attach_after_s * 1000)));
   }
   auto s = Session::start(o);
   if (!s) {
@@ -119,7 +122,9 @@ bool run_scenario(const ScenarioRun& run, ScenarioResult* out, std::string* err)
   std::filesystem::remove_all(dir, ec);
   if (!t) return false;
   out->truth = std::move(*t);
-  out->cmp = tr::compare(out->truth, to_tracer_result(out->report.job));
+  tr::CompareOptions copt;
+  copt.from_tracer_start = run.attach_after_s > 0;
+  out->cmp = tr::compare(out->truth, to_tracer_result(out->report.job), copt);
 
   // The truth's window verdict: the largest mean share over counted steps of all ranks.
   std::vector<const tr::Step*> steps;

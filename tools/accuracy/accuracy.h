@@ -22,6 +22,10 @@ struct ScenarioRun {
   // takes over a second on a cold CI machine - sees it from its first step;
   // tracing ends timeout_s after the start.
   bool attach = false;
+  // attach -p to the job this many seconds after it started (0: not so), as
+  // an SRE does: its loaders and ranks are running already. Only the steps
+  // from the tracer's first counted one are compared.
+  double attach_after_s = 0;
   uint32_t keep_steps = 0;   // --keep-steps (0: the default)
   double window_s = -1;      // --window (-1: the default)
 };

@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   std::vector<int> loaders_list{0};
   std::string trainsim;
   bool markdown = false;
+  double attach_after = 0;
+  double duration = 0;
   int dump_step = -1;
   bool per_step = false;
   size_t dump_rank = 0;
@@ -37,6 +39,9 @@ int main(int argc, char** argv) {
   app.add_option("--loaders", loaders_list, "Loader worker counts (0: the scenario's default)");
   app.add_option("--trainsim", trainsim, "Path to the trainsim binary")->required();
   app.add_flag("--markdown", markdown, "Print a Markdown table");
+  app.add_option("--attach-after", attach_after,
+                 "Start each job on its own and attach -p to it this many seconds later (0: run it under steptrace)");
+  app.add_option("--duration", duration, "trainsim --duration for each job (0: the scenario's own)");
   CLI11_PARSE(app, argc, argv);
 
   if (markdown) {
@@ -52,6 +57,8 @@ int main(int argc, char** argv) {
         run.scenario = sc;
         run.trainsim = trainsim;
         run.extra_args = {"--ranks", std::to_string(nr)};
+        run.attach_after_s = attach_after;
+        if (duration > 0) run.extra_args.insert(run.extra_args.end(), {"--duration", fmt::format("{}", duration)});
         if (nl > 0) run.extra_args.insert(run.extra_args.end(), {"--loader-workers", std::to_string(nl)});
         ScenarioResult res;
         std::string err;

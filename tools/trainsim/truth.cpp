@@ -272,8 +272,15 @@ Comparison compare(const Truth &truth, const TracerResult &tracer, const Compare
 			continue;
 		}
 		int64_t window_start = INT64_MAX, window_end = INT64_MIN;
+		int64_t from = INT64_MIN;
+		if (opt.from_tracer_start)
+			from = tr->steps.size() > static_cast<size_t>(opt.skip_first_steps)
+				       ? tr->steps[static_cast<size_t>(opt.skip_first_steps)].start_ns
+				       : INT64_MAX;
 		for (const Step &s : r.steps) {
 			if (s.index < opt.skip_first_steps)
+				continue;
+			if (s.start_ns + (s.end_ns - s.start_ns) / 2 < from)
 				continue;
 			c.truth_steps++;
 			window_start = std::min(window_start, s.start_ns);

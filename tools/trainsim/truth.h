@@ -123,6 +123,10 @@ struct TracerResult {
 
 struct CompareOptions {
 	int skip_first_steps = 1; // warm-up steps left out of the averages
+	// The tracer attached to a running job: only the truth steps whose
+	// middle falls at or after the tracer's first counted step of the rank
+	// (its step skip_first_steps) are compared.
+	bool from_tracer_start = false;
 };
 
 struct Comparison {

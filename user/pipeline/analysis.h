@@ -60,6 +60,12 @@ struct Analysis {
     collectors.on_event(e);
     timeline.on_event(e, &threads);  // the state machine: totals come from its segments
   }
+  // A user note (capture/user_note.h): identities and probes go to notes; a
+  // running process's parent, read from /proc at attach, to the timeline.
+  void on_note(uint32_t pid, const nlohmann::json& note) {
+    notes.on_note(pid, note);
+    if (auto ppid = parent_in_note(note)) timeline.note_parent(pid, *ppid);
+  }
   // Close the window and run steps -> attribution -> verdict, over the steps
   // folded earlier and this window's.
   JobAnalysis finish(uint64_t end_ns, const DropStats& drops);

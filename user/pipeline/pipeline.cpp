@@ -17,7 +17,7 @@ void Pipeline::push(const void* data, size_t len) {
     if (observer_) observer_(h, data, len);
     // Userspace's own facts: not events in time, so not reordered or decoded.
     if (h.kind == ST_EV_USER_NOTE) {
-      if (auto note = parse_user_note(data, len)) analysis_.notes.on_note(h.pid, *note);
+      if (auto note = parse_user_note(data, len)) analysis_.on_note(h.pid, *note);
       else ++analysis_.notes.malformed;
       return;
     }

@@ -18,6 +18,17 @@ nlohmann::json probe_note(const LibProbeNote& p) {
   return j;
 }
 
+nlohmann::json parent_note(uint32_t ppid) { return {{"note", "parent"}, {"ppid", ppid}}; }
+
+std::optional<uint32_t> parent_in_note(const nlohmann::json& note) {
+  auto type = note.find("note");
+  if (type == note.end() || *type != "parent") return std::nullopt;
+  auto p = note.find("ppid");
+  if (p == note.end() || !p->is_number_unsigned() || p->get<uint64_t>() == 0 || p->get<uint64_t>() > UINT32_MAX)
+    return std::nullopt;
+  return p->get<uint32_t>();
+}
+
 void ProcessNotes::on_note(uint32_t pid, const nlohmann::json& note) {
   auto type = note.find("note");
   if (type == note.end() || !type->is_string()) {
@@ -50,6 +61,8 @@ void ProcessNotes::on_note(uint32_t pid, const nlohmann::json& note) {
       return;
     }
     probes.push_back(std::move(p));
+  } else if (*type == "parent") {
+    if (!parent_in_note(note)) ++malformed;  // the timeline keeps the parent (Analysis::on_note)
   }  // other types: written by a newer steptrace, skipped
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -44,5 +45,10 @@ struct ProcessNotes {
 // Note bodies, built where the facts are learnt.
 nlohmann::json identity_note(const ProcIdentity& id);
 nlohmann::json probe_note(const LibProbeNote& p);
+// The parent of a process that was running when tracing began (attach): its
+// fork is not in the trace, and a rank's loader workers are its children.
+nlohmann::json parent_note(uint32_t ppid);
+// The parent a "parent" note names, if it is one and well formed.
+std::optional<uint32_t> parent_in_note(const nlohmann::json& note);
 
 }  // namespace steptrace

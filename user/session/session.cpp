@@ -26,6 +26,7 @@
 #include "steptrace_abi.h"
 #include "util/log.h"
 #include "capture/user_note.h"
+#include "pipeline/process_notes.h"
 #include "util/proc_identity.h"
 #include "util/self_usage.h"
 #include "util/text.h"
@@ -260,8 +261,13 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
     if (launch && o.discover_libs)
       for (const auto& lib : resolve_needed_libs(o.argv.front())) s->attach_lib(lib);
   }
+  // Who started each running target: a rank's loader workers are its
+  // children, and their forks happened before tracing began.
+  const std::map<uint32_t, ProcStat> running = root.processes();
   auto add_seed = [&](uint32_t pid) -> Status {
     s->note_identity(pid);
+    if (auto it = running.find(pid); it != running.end() && it->second.ppid)
+      s->emit_note(pid, parent_note(it->second.ppid));
     s->note_new_process(pid);
     if (auto st = s->tracer_->add_target(pid); !st) return st.error();
     for (uint32_t tid : root.threads_of(pid))

@@ -108,6 +108,8 @@ class Session {
   std::unique_ptr<signals::DeviceSignals> signals_;  // NDS / EFA / Neuron sysfs sampler (drain ticks)
   std::optional<JobControl> job_;
   bool stop_requested_ = false;   // attach mode (no job), or --keep-running
+  uint64_t alive_checked_ns_ = 0; // attach -p: when the traced processes were last looked for
+  bool any_target_alive() const;
   bool duration_over_ = false;
   std::string end_reason_;         // why tracing ended ("duration", "signal SIGINT"...): report and trailer
   std::unique_ptr<CaptureWriter> writer_;

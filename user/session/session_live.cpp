@@ -6,11 +6,13 @@
 #include <signal.h>
 
 #include <chrono>
+#include <set>
 #include <thread>
 #include <fmt/core.h>
 #include <sys/resource.h>
 
 #include "session/session.h"
+#include "util/sys_root.h"
 #include "util/text.h"
 #include "util/self_usage.h"
 
@@ -96,7 +98,30 @@ bool Session::done() {
     if (end_reason_.empty()) end_reason_ = "job exited";
     return true;
   }
+  // attach -p: once every traced process has exited there is nothing left
+  // to trace (--all, --cgroup, --pod and --container can gain members: they
+  // run until -d or a signal). Looked for once a second.
+  const auto& t = opts_.target;
+  if (!stop_requested_ && !t.pids.empty() && !t.all && now >= alive_checked_ns_ + 1'000'000'000ull) {
+    alive_checked_ns_ = now;
+    if (!any_target_alive()) request_stop(0, "every traced process exited");
+  }
   return stop_requested_;
+}
+
+// A traced process that has not exited: one of the threads seen that has no
+// exit recorded and whose process is still there and not a zombie (a parent
+// that never reaps it keeps its /proc entry).
+bool Session::any_target_alive() const {
+  std::set<uint32_t> looked;
+  for (const auto& [key, th] : pipe_.analysis().threads.threads()) {
+    if (th.exited || !looked.insert(th.pid).second) continue;
+    auto text = read_small_file(root_.proc() + "/" + std::to_string(th.pid) + "/stat", 4096);
+    if (!text) continue;
+    auto st = parse_proc_stat(*text);
+    if (st && st->state != 'Z' && st->state != 'X') return true;
+  }
+  return false;
 }
 
 // The lines a person watching sees: what is traced, and record's progress.

@@ -75,6 +75,11 @@ class TimelineStore {
   const ThreadTimeline* find(uint32_t tid) const;  // the live thread of that tid
   // Parent process of a process, from fork events (0 when unknown).
   uint32_t parent_of(uint32_t pid) const;
+  // A parent learnt from /proc (a process that was running before tracing
+  // began: its fork was never seen). A fork seen in the trace wins.
+  void note_parent(uint32_t pid, uint32_t ppid) {
+    if (pid && ppid) parent_.emplace(pid, ppid);
+  }
   const std::map<uint32_t, uint32_t>& parents() const { return parent_; }
   const std::map<uint64_t, st_sock_tuple>& sockets() const { return socks_; }
 
