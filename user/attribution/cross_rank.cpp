@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
 
 #include "util/intervals.h"
 
@@ -10,6 +11,43 @@ namespace steptrace {
 
 namespace {
 constexpr uint64_t kInf = std::numeric_limits<uint64_t>::max();
+constexpr long kMaxShift = 4;
+
+// Which of each rank's entries is the same collective instance as entry k of
+// rank 0: the one at k + shift[r]. Each rank's list is searched for the shift
+// (within +-kMaxShift) whose entries end closest to rank 0's (median
+// distance): a collective releases every rank together, whatever each rank
+// did before it. Steps are cut per rank, so an attach that began mid-step,
+// or a step one rank found and another did not, shifts the numbering.
+std::vector<long> align(const std::vector<std::vector<uint64_t>>& ends) {
+  std::vector<long> shift(ends.size(), 0);
+  for (size_t r = 1; r < ends.size(); ++r) {
+    uint64_t best = kInf;
+    for (long d = -kMaxShift; d <= kMaxShift; ++d) {
+      std::vector<uint64_t> dist;
+      for (size_t k = 0; k < ends[0].size(); ++k) {
+        const long j = static_cast<long>(k) + d;
+        if (j < 0 || j >= static_cast<long>(ends[r].size())) continue;
+        const uint64_t a = ends[0][k], b = ends[r][static_cast<size_t>(j)];
+        dist.push_back(a > b ? a - b : b - a);
+      }
+      // At least half of rank 0's entries must pair up.
+      if (dist.empty() || dist.size() * 2 < ends[0].size()) continue;
+      const uint64_t m = median_ns(dist);
+      if (m < best || (m == best && std::labs(d) < std::labs(shift[r]))) {
+        best = m;
+        shift[r] = d;
+      }
+    }
+  }
+  return shift;
+}
+
+// Entry k of rank 0 in rank r's numbering, or npos when it has none.
+size_t at(size_t k, long shift, size_t n) {
+  const long j = static_cast<long>(k) + shift;
+  return j >= 0 && j < static_cast<long>(n) ? static_cast<size_t>(j) : std::string::npos;
+}
 }  // namespace
 
 // A device-side collective (inside the execution) makes every rank leave
@@ -18,20 +56,29 @@ constexpr uint64_t kInf = std::numeric_limits<uint64_t>::max();
 // the best kernel-side estimate of device collective wait.
 void apply_device_skew(std::vector<RankWork>& ranks) {
   if (ranks.size() < 2) return;
-  size_t n = kInf;
-  for (const auto& r : ranks) n = std::min(n, r.steps->anchors.size());
-  for (size_t k = 0; k < n; ++k) {
+  std::vector<std::vector<uint64_t>> ends;
+  for (const auto& r : ranks) {
+    ends.emplace_back();
+    for (const auto& a : r.steps->anchors) ends.back().push_back(a.end);
+  }
+  const std::vector<long> shift = align(ends);
+  for (size_t k = 0; k < ends[0].size(); ++k) {
+    std::vector<size_t> idx;
+    for (size_t i = 0; i < ranks.size(); ++i) idx.push_back(at(k, shift[i], ends[i].size()));
+    if (std::find(idx.begin(), idx.end(), std::string::npos) != idx.end()) continue;
     uint64_t max_entry = 0, min_exit = kInf, max_exit = 0;
-    for (const auto& r : ranks) {
-      max_entry = std::max(max_entry, r.steps->anchors[k].start);
-      min_exit = std::min(min_exit, r.steps->anchors[k].end);
-      max_exit = std::max(max_exit, r.steps->anchors[k].end);
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      const auto& a = ranks[i].steps->anchors[idx[i]];
+      max_entry = std::max(max_entry, a.start);
+      min_exit = std::min(min_exit, a.end);
+      max_exit = std::max(max_exit, a.end);
     }
     uint64_t span = max_exit - min_exit;
     uint64_t typical = ranks[0].steps->anchors[k].end - ranks[0].steps->anchors[k].start;
     if (span > 2'000'000ull && span > typical / 10) continue;  // exits not synchronised: no device collective
-    for (auto& r : ranks) {
-      const auto& a = r.steps->anchors[k];
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      auto& r = ranks[i];
+      const auto& a = r.steps->anchors[idx[i]];
       uint64_t wait = max_entry > a.start ? std::min(max_entry - a.start, a.end - a.start) : 0;
       if (wait < 200'000) continue;
       // The step the execution began in (steps are contiguous, in order).
@@ -50,41 +97,55 @@ void apply_device_skew(std::vector<RankWork>& ranks) {
 
 void cross_rank(std::vector<RankWork>& ranks, int skip) {
   if (ranks.size() < 2) return;
-  size_t n = kInf;
-  for (const auto& r : ranks) n = std::min(n, r.res.steps.size());
   std::vector<uint64_t> durs;
-  for (const auto& r : ranks)
-    for (const auto& s : r.res.steps) durs.push_back(s.duration());
+  std::vector<std::vector<uint64_t>> ends;
+  for (const auto& r : ranks) {
+    ends.emplace_back();
+    for (const auto& s : r.res.steps) {
+      durs.push_back(s.duration());
+      ends.back().push_back(s.end_ns);
+    }
+  }
   uint64_t typical = median_ns(durs);
-  for (size_t k = 0; k < n; ++k) {
-    uint64_t first = kInf, last = 0;
-    size_t last_rank = 0;
+  // Step k of rank 0 and the steps of the other ranks that end with it.
+  const std::vector<long> shift = align(ends);
+  for (size_t k = 0; k < ends[0].size(); ++k) {
+    std::vector<StepResult*> step;
     for (size_t i = 0; i < ranks.size(); ++i) {
-      uint64_t a = ranks[i].res.steps[k].arrival_ns;
+      const size_t j = at(k, shift[i], ranks[i].res.steps.size());
+      if (j == std::string::npos) break;
+      step.push_back(&ranks[i].res.steps[j]);
+    }
+    if (step.size() != ranks.size()) continue;
+    uint64_t first = kInf, last = 0;
+    size_t first_rank = 0, last_rank = 0;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      uint64_t a = step[i]->arrival_ns;
       if (!a) continue;
-      first = std::min(first, a);
+      if (a < first) {
+        first = a;
+        first_rank = i;
+      }
       if (a > last) {
         last = a;
         last_rank = i;
       }
     }
     if (first == kInf) continue;
-    for (auto& r : ranks) {
-      auto& st = r.res.steps[k];
-      st.late_ns = st.arrival_ns > first ? st.arrival_ns - first : 0;
-    }
+    for (StepResult* st : step) st->late_ns = st->arrival_ns > first ? st->arrival_ns - first : 0;
     // A late rank only holds the others back where a collective couples
     // them: a host collective in this step on every rank, or executions
     // that all end together (a device collective). Uncoupled ranks drift
     // apart freely; naming one of them a straggler would mislead.
     const uint64_t tolerance = std::max<uint64_t>(1'000'000ull, typical / 20);
     bool coupled = true;
-    for (const auto& r : ranks) coupled = coupled && r.res.steps[k].host_collective;
+    for (const StepResult* st : step) coupled = coupled && st->host_collective;
     if (!coupled) {
       uint64_t min_end = kInf, max_end = 0;
       bool all = true;
-      for (const auto& r : ranks) {
-        const auto& st = r.res.steps[k];
+      for (size_t i = 0; i < ranks.size(); ++i) {
+        const auto& r = ranks[i];
+        const auto& st = *step[i];
         const steps::Anchor* an = nullptr;
         const auto& A = r.steps->anchors;  // in start order
         auto a = std::partition_point(A.begin(), A.end(), [&](const steps::Anchor& x) { return x.start < st.start_ns; });
@@ -98,10 +159,18 @@ void cross_rank(std::vector<RankWork>& ranks, int skip) {
       }
       coupled = all && max_end - min_end <= tolerance;
     }
-    auto& late = ranks[last_rank].res;
-    if (coupled && late.steps[k].index >= skip && last - first > tolerance) {
-      ++late.straggler_steps;
-      late.steps[k].straggler = true;
+    // A rank that really arrives late holds the first one back: the first
+    // waits in the collective for about the lateness more than the late one
+    // does. Where both wait alike (a symmetric job whose ranks' steps were
+    // cut at different phases of the same collective), the skew is not a
+    // straggler's.
+    constexpr size_t kColl = static_cast<size_t>(Category::collective);
+    const uint64_t c_first = step[first_rank]->ns[kColl], c_last = step[last_rank]->ns[kColl];
+    const bool held_back = c_first > c_last && (c_first - c_last) * 2 >= last - first;
+    StepResult& late = *step[last_rank];
+    if (coupled && held_back && late.index >= skip && last - first > tolerance) {
+      ++ranks[last_rank].res.straggler_steps;
+      late.straggler = true;
     }
   }
 }
