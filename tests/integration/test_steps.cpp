@@ -98,6 +98,7 @@ TEST_CASE("steps: a CPU-only PyTorch DDP job is cut into its steps with no confi
   CHECK_FALSE(r->incomplete());
   REQUIRE(r->job.ranks.size() == 2);
   CHECK(r->windows.folds >= 1);
+  CHECK(r->job.verdict.straggler_rank == -1);  // two ranks running the same loop: a symmetric job
   for (int rank = 0; rank < 2; ++rank) {
     std::ifstream in(out + "/rank" + std::to_string(rank) + ".json");
     REQUIRE(in.good());

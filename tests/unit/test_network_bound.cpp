@@ -24,22 +24,37 @@ TEST_CASE("network bound: a stalled step is left out, per rank", "[attribution]"
   CHECK(PathTotal{}.ratio() == -1);
 }
 
-TEST_CASE("network bound: the last arrival per step position, none with one rank or a missing arrival",
+TEST_CASE("network bound: the last arrival per paired step, none with one rank or a missing arrival",
           "[attribution]") {
+  // Rank b's steps are numbered one ahead of a's (it was traced from one
+  // step earlier): its step k + 1 ends with a's step k, and is the same
+  // collective.
   RankResult a, b;
-  for (uint64_t k = 0; k < 3; ++k) {
+  StepResult early;
+  early.start_ns = 0;
+  early.end_ns = 10'000;
+  early.arrival_ns = 500;
+  b.steps.push_back(early);
+  for (uint64_t k = 0; k < 4; ++k) {
     StepResult s;
     s.index = static_cast<int>(k);
-    s.arrival_ns = 1000 * (k + 1);
+    s.start_ns = 10'000 * (k + 1);
+    s.end_ns = s.start_ns + 10'000;
+    s.arrival_ns = s.start_ns + 1000;
     a.steps.push_back(s);
-    s.arrival_ns = k == 1 ? 0 : 1000 * (k + 1) + 300;
+    s.arrival_ns = k == 1 ? 0 : s.start_ns + 1300;
     b.steps.push_back(s);
   }
-  b.steps.pop_back();
   std::vector<RankResult*> one{&a}, two{&a, &b};
   CHECK(last_arrivals(one).empty());
   auto last = last_arrivals(two);
   REQUIRE(last.size() == 2);
-  CHECK(last[0] == 1300);
-  CHECK(last[1] == 0);
+  REQUIRE(last[0].size() == 4);
+  REQUIRE(last[1].size() == 5);
+  CHECK(last[0][0] == 11'300);  // a's step 0 with b's step 1
+  CHECK(last[1][1] == 11'300);
+  CHECK(last[0][1] == 0);       // b has no arrival in that collective
+  CHECK(last[1][2] == 0);
+  CHECK(last[1][0] == 0);       // b's first step pairs with none of a's
+  CHECK(last[0][3] == 41'300);
 }

@@ -126,10 +126,20 @@ bool run_scenario(const ScenarioRun& run, ScenarioResult* out, std::string* err)
   copt.from_tracer_start = run.attach_after_s > 0;
   out->cmp = tr::compare(out->truth, to_tracer_result(out->report.job), copt);
 
-  // The truth's window verdict: the largest mean share over counted steps of all ranks.
+  // The truth's window verdict: the largest mean share over counted steps of
+  // all ranks (attached late: over the steps compared, those from the
+  // tracer's first counted step of the rank on).
   std::vector<const tr::Step*> steps;
-  for (const auto& r : out->truth.rank_data)
-    for (size_t i = 1; i < r.steps.size(); ++i) steps.push_back(&r.steps[i]);
+  for (const auto& r : out->truth.rank_data) {
+    int64_t from = INT64_MIN;
+    if (copt.from_tracer_start) {
+      from = INT64_MAX;
+      for (const auto& rr : out->report.job.ranks)
+        if (static_cast<int>(rr.pid) == r.pid && rr.steps.size() > 1) from = static_cast<int64_t>(rr.steps[1].start_ns);
+    }
+    for (size_t i = 1; i < r.steps.size(); ++i)
+      if (r.steps[i].start_ns + (r.steps[i].end_ns - r.steps[i].start_ns) / 2 >= from) steps.push_back(&r.steps[i]);
+  }
   auto shares = tr::mean_shares(steps);
   double best = -1;
   for (const auto& [c, v] : shares)

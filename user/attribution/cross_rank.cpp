@@ -3,51 +3,14 @@
 
 #include <algorithm>
 #include <limits>
-#include <string>
 
+#include "attribution/step_pairing.h"
 #include "util/intervals.h"
 
 namespace steptrace {
 
 namespace {
 constexpr uint64_t kInf = std::numeric_limits<uint64_t>::max();
-constexpr long kMaxShift = 4;
-
-// Which of each rank's entries is the same collective instance as entry k of
-// rank 0: the one at k + shift[r]. Each rank's list is searched for the shift
-// (within +-kMaxShift) whose entries end closest to rank 0's (median
-// distance): a collective releases every rank together, whatever each rank
-// did before it. Steps are cut per rank, so an attach that began mid-step,
-// or a step one rank found and another did not, shifts the numbering.
-std::vector<long> align(const std::vector<std::vector<uint64_t>>& ends) {
-  std::vector<long> shift(ends.size(), 0);
-  for (size_t r = 1; r < ends.size(); ++r) {
-    uint64_t best = kInf;
-    for (long d = -kMaxShift; d <= kMaxShift; ++d) {
-      std::vector<uint64_t> dist;
-      for (size_t k = 0; k < ends[0].size(); ++k) {
-        const long j = static_cast<long>(k) + d;
-        if (j < 0 || j >= static_cast<long>(ends[r].size())) continue;
-        const uint64_t a = ends[0][k], b = ends[r][static_cast<size_t>(j)];
-        dist.push_back(a > b ? a - b : b - a);
-      }
-      // At least half of rank 0's entries must pair up.
-      if (dist.empty() || dist.size() * 2 < ends[0].size()) continue;
-      const uint64_t m = median_ns(dist);
-      if (m < best || (m == best && std::labs(d) < std::labs(shift[r]))) {
-        best = m;
-        shift[r] = d;
-      }
-    }
-  }
-  return shift;
-}
-
-// Entry k of rank 0 in rank r's numbering, or npos when it has none.
-size_t at(size_t k, long shift, size_t n) {
-  const long j = static_cast<long>(k) + shift;
-  return j >= 0 && j < static_cast<long>(n) ? static_cast<size_t>(j) : std::string::npos;
-}
 }  // namespace
 
 // A device-side collective (inside the execution) makes every rank leave
@@ -61,11 +24,11 @@ void apply_device_skew(std::vector<RankWork>& ranks) {
     ends.emplace_back();
     for (const auto& a : r.steps->anchors) ends.back().push_back(a.end);
   }
-  const std::vector<long> shift = align(ends);
+  const std::vector<long> shift = pair_by_end(ends);
   for (size_t k = 0; k < ends[0].size(); ++k) {
     std::vector<size_t> idx;
-    for (size_t i = 0; i < ranks.size(); ++i) idx.push_back(at(k, shift[i], ends[i].size()));
-    if (std::find(idx.begin(), idx.end(), std::string::npos) != idx.end()) continue;
+    for (size_t i = 0; i < ranks.size(); ++i) idx.push_back(paired_index(k, shift[i], ends[i].size()));
+    if (std::find(idx.begin(), idx.end(), kUnpaired) != idx.end()) continue;
     uint64_t max_entry = 0, min_exit = kInf, max_exit = 0;
     for (size_t i = 0; i < ranks.size(); ++i) {
       const auto& a = ranks[i].steps->anchors[idx[i]];
@@ -108,12 +71,12 @@ void cross_rank(std::vector<RankWork>& ranks, int skip) {
   }
   uint64_t typical = median_ns(durs);
   // Step k of rank 0 and the steps of the other ranks that end with it.
-  const std::vector<long> shift = align(ends);
+  const std::vector<long> shift = pair_by_end(ends);
   for (size_t k = 0; k < ends[0].size(); ++k) {
     std::vector<StepResult*> step;
     for (size_t i = 0; i < ranks.size(); ++i) {
-      const size_t j = at(k, shift[i], ranks[i].res.steps.size());
-      if (j == std::string::npos) break;
+      const size_t j = paired_index(k, shift[i], ranks[i].res.steps.size());
+      if (j == kUnpaired) break;
       step.push_back(&ranks[i].res.steps[j]);
     }
     if (step.size() != ranks.size()) continue;

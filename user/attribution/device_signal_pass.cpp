@@ -238,7 +238,7 @@ double step_net_ratio(const StepResult& st, size_t rank, double link_gbit, uint6
 }
 
 // EFA: bytes on this rank's adapter per step, and the network-bound test.
-void efa_to_steps(RankResult& r, size_t ri, const SignalsData& d, const std::vector<uint64_t>& last_arrival, int skip,
+void efa_to_steps(RankResult& r, size_t ri, const SignalsData& d, const std::vector<uint64_t>* last_arrival, int skip,
                   SignalTotals& T) {
   const int port = efa_port_of(r, ri, d);
   double link = d.efa_ports[static_cast<size_t>(port)].rate_gbit;
@@ -258,8 +258,9 @@ void efa_to_steps(RankResult& r, size_t ri, const SignalsData& d, const std::vec
                          delta("rdma_read_wr_err", st) + delta("rdma_write_wr_err", st) +
                          delta("unresponsive_remote_events", st) + delta("impaired_remote_conn_events", st);
     const size_t k = static_cast<size_t>(&st - r.steps.data());
-    const uint64_t wait = k < last_arrival.size() && last_arrival[k] > st.arrival_ns && st.arrival_ns > 0
-                              ? std::min(last_arrival[k], st.end_ns) - std::min(st.arrival_ns, st.end_ns)
+    const uint64_t last = last_arrival && k < last_arrival->size() ? (*last_arrival)[k] : 0;
+    const uint64_t wait = last > st.arrival_ns && st.arrival_ns > 0
+                              ? std::min(last, st.end_ns) - std::min(st.arrival_ns, st.end_ns)
                               : 0;
     const double best_ratio = step_net_ratio(st, ri, link, wait, st.index >= skip, T);
     st.dev.net_ratio = best_ratio;
@@ -437,7 +438,7 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
   DeviceSignalsSummary& S = *out;
   describe_sources(d, S);
   SignalTotals T;
-  const std::vector<uint64_t> last_arrival = last_arrivals(ranks);
+  const std::vector<std::vector<uint64_t>> last_arrival = last_arrivals(ranks);
   for (size_t ri = 0; ri < ranks.size(); ++ri) {
     RankResult& r = *ranks[ri];
     const ThreadTimeline* main = tl.find(r.main_tid);
@@ -446,7 +447,7 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
       for (const auto& sp : main->spans)
         if (sp.kind == SpanKind::nrt_execute) anchors.emplace_back(sp.start, sp.end);
     if (d && nds_to_steps(r, anchors, *d)) T.split = true;
-    if (d && !d->efa_ports.empty() && !d->efa.empty()) efa_to_steps(r, ri, *d, last_arrival, skip, T);
+    if (d && !d->efa_ports.empty() && !d->efa.empty()) efa_to_steps(r, ri, *d, ri < last_arrival.size() ? &last_arrival[ri] : nullptr, skip, T);
     proxy_threads(r, anchors, tl, threads, d, skip, S, T);
     rank_totals(r, anchors, S, skip, T);
   }

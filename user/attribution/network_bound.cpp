@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "attribution/network_bound.h"
 
+#include "attribution/step_pairing.h"
+
 #include <algorithm>
 #include <map>
 
@@ -25,21 +27,28 @@ double PathTotal::ratio() const {
   return seconds > 0 ? bytes / seconds : -1;
 }
 
-std::vector<uint64_t> last_arrivals(const std::vector<RankResult*>& ranks) {
-  std::vector<uint64_t> last;
+std::vector<std::vector<uint64_t>> last_arrivals(const std::vector<RankResult*>& ranks) {
+  std::vector<std::vector<uint64_t>> last;
   if (ranks.size() < 2) return last;
-  size_t n = ranks.front()->steps.size();
-  for (const auto* r : ranks) n = std::min(n, r->steps.size());
-  last.assign(n, 0);
-  for (size_t k = 0; k < n; ++k)
-    for (const auto* r : ranks) {
-      const uint64_t a = r->steps[k].arrival_ns;
-      if (a == 0) {  // a rank without an arrival: no estimate for this step
-        last[k] = 0;
-        break;
-      }
-      last[k] = std::max(last[k], a);
+  std::vector<std::vector<uint64_t>> ends;
+  for (const auto* r : ranks) {
+    ends.emplace_back();
+    for (const auto& st : r->steps) ends.back().push_back(st.end_ns);
+    last.emplace_back(r->steps.size(), 0);
+  }
+  const std::vector<long> shift = pair_by_end(ends);
+  for (size_t k = 0; k < ends[0].size(); ++k) {
+    std::vector<size_t> idx;
+    uint64_t at = 0;
+    for (size_t i = 0; i < ranks.size() && at != UINT64_MAX; ++i) {
+      const size_t j = paired_index(k, shift[i], ranks[i]->steps.size());
+      const uint64_t a = j == kUnpaired ? 0 : ranks[i]->steps[j].arrival_ns;
+      if (a == 0) at = UINT64_MAX;  // a rank without an arrival: no estimate for this step
+      else at = std::max(at, a), idx.push_back(j);
     }
+    if (at == UINT64_MAX) continue;
+    for (size_t i = 0; i < ranks.size(); ++i) last[i][idx[i]] = at;
+  }
   return last;
 }
 

@@ -31,8 +31,9 @@ struct PathTotal {
   double ratio() const;
 };
 
-// Per step position (ranks' steps are compared by position, as in the
-// cross-rank pass), when the last rank arrived; empty with a single rank.
-std::vector<uint64_t> last_arrivals(const std::vector<RankResult*>& ranks);
+// Per rank and step, when the last rank arrived at that step's collective
+// (the ranks' steps paired by the collective's exit, attribution/step_pairing.h);
+// 0 where a rank has no arrival or no paired step. Empty with a single rank.
+std::vector<std::vector<uint64_t>> last_arrivals(const std::vector<RankResult*>& ranks);
 
 }  // namespace steptrace
