@@ -192,6 +192,34 @@ static Provenance read_provenance(const std::string& proc_root, const std::strin
   return p;
 }
 
+// Trace the processes there at the start, each with its identity and
+// parent (from /proc: their forks happened before tracing began).
+Status Session::add_seeds(const SysRoot& root, const std::vector<uint32_t>& seed) {
+  // Who started each running target: a rank's loader workers are its
+  // children, and their forks happened before tracing began.
+  const std::map<uint32_t, ProcStat> running = root.processes();
+  auto add_seed = [&](uint32_t pid) -> Status {
+    note_identity(pid);
+    if (auto it = running.find(pid); it != running.end() && it->second.ppid)
+      emit_note(pid, parent_note(it->second.ppid));
+    note_new_process(pid);
+    if (auto st = tracer_->add_target(pid); !st) return st.error();
+    for (uint32_t tid : root.threads_of(pid))
+      if (auto c = root.thread_comm(pid, tid)) pipe_.analysis().threads.set_comm(pid, tid, *c);
+    return Ok{};
+  };
+  for (uint32_t pid : seed)
+    if (auto st = add_seed(pid); !st) return st.error();
+  if (!opts_.target.pids.empty() && opts_.follow_forks) {
+    // Forked between the /proc scan and add_target of their parent: the fork
+    // hook did not know the parent yet. Once more, now that it does.
+    for (uint32_t pid : root.descendants_of(opts_.target.pids))
+      if (std::find(seed.begin(), seed.end(), pid) == seed.end())
+        if (auto st = add_seed(pid); !st) return st.error();
+  }
+  return Ok{};
+}
+
 Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot& root) {
   std::unique_ptr<Session> s(new Session());
   s->opts_ = o;
@@ -261,28 +289,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
     if (launch && o.discover_libs)
       for (const auto& lib : resolve_needed_libs(o.argv.front())) s->attach_lib(lib);
   }
-  // Who started each running target: a rank's loader workers are its
-  // children, and their forks happened before tracing began.
-  const std::map<uint32_t, ProcStat> running = root.processes();
-  auto add_seed = [&](uint32_t pid) -> Status {
-    s->note_identity(pid);
-    if (auto it = running.find(pid); it != running.end() && it->second.ppid)
-      s->emit_note(pid, parent_note(it->second.ppid));
-    s->note_new_process(pid);
-    if (auto st = s->tracer_->add_target(pid); !st) return st.error();
-    for (uint32_t tid : root.threads_of(pid))
-      if (auto c = root.thread_comm(pid, tid)) s->pipe_.analysis().threads.set_comm(pid, tid, *c);
-    return Ok{};
-  };
-  for (uint32_t pid : seed)
-    if (auto st = add_seed(pid); !st) return st.error();
-  if (!s->opts_.target.pids.empty() && o.follow_forks) {
-    // Forked between the /proc scan and add_target of their parent: the fork
-    // hook did not know the parent yet. Once more, now that it does.
-    for (uint32_t pid : root.descendants_of(s->opts_.target.pids))
-      if (std::find(seed.begin(), seed.end(), pid) == seed.end())
-        if (auto st = add_seed(pid); !st) return st.error();
-  }
+  if (auto st = s->add_seeds(root, seed); !st) return st.error();
 
   {
     // Device counters: sampled on every drain tick (the datastore words are

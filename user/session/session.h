@@ -91,6 +91,7 @@ class Session {
   void attach_mapped_lib(uint32_t pid, const MappedLib& lib);
   // Who the process is (container, pod, launcher): a user note, when it says anything.
   void note_identity(uint32_t pid);
+  Status add_seeds(const SysRoot& root, const std::vector<uint32_t>& seed);
   void emit_note(uint32_t pid, const nlohmann::json& body);
   void flush_notes();
   void on_record(const void* data, size_t len);
