@@ -9,7 +9,10 @@ marker, no accelerator: steptrace must find the steps on its own.
 
 Each rank writes what really happened (CLOCK_MONOTONIC, the clock BPF uses)
 to <out>/rank<N>.json: the process id and, per step, when the loop asked for
-the batch (start) and when optimizer.step() returned (end).
+the batch (start), when optimizer.step() returned (end), how long it waited
+for the batch (data_ns) and how long the gradients' all-reduce ran in the
+step (coll_ns: from when DDP handed a bucket to the communication hook to
+when its all-reduce completed, buckets' spans merged).
 
 usage: ddp_train.py --out DIR [--steps N] [--workers W]
 """
@@ -23,6 +26,7 @@ import time
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset
 
@@ -62,6 +66,21 @@ def run_rank(rank, world, port, args):
         torch.nn.Sequential(
             torch.nn.Linear(FEATURES, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
             torch.nn.Linear(1024, 10)))
+    # The job's own timer of its collective: each bucket's all-reduce from
+    # when DDP hands it over to when it completes.
+    coll_spans = []
+
+    def timed_allreduce(state, bucket):
+        t0 = time.monotonic_ns()
+        fut = default_hooks.allreduce_hook(None, bucket)
+
+        def done(f):
+            coll_spans.append((t0, time.monotonic_ns()))
+            return f.value()
+
+        return fut.then(done)
+
+    model.register_comm_hook(None, timed_allreduce)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     data = FileDataset(args.data, args.steps * args.batch)
     loader = DataLoader(data, batch_size=args.batch, num_workers=args.workers, shuffle=False)
@@ -70,14 +89,33 @@ def run_rank(rank, world, port, args):
     for _ in range(args.steps):
         start = time.monotonic_ns()
         x, y = next(it)
+        got = time.monotonic_ns()
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()  # DDP all-reduces the gradients over gloo here
         opt.step()
-        steps.append({"start_ns": start, "end_ns": time.monotonic_ns()})
+        end = time.monotonic_ns()
+        steps.append({"start_ns": start, "end_ns": end, "data_ns": got - start,
+                      "coll_ns": merged_overlap(coll_spans, start, end)})
+        coll_spans.clear()
     with open(os.path.join(args.out, f"rank{rank}.json"), "w") as f:
         json.dump({"rank": rank, "pid": os.getpid(), "steps": steps}, f)
     dist.destroy_process_group()
+
+
+def merged_overlap(spans, lo, hi):
+    """Time in [lo, hi) covered by any of the spans."""
+    total, cur_s, cur_e = 0, None, None
+    for s, e in sorted((max(s, lo), min(e, hi)) for s, e in spans if e > lo and s < hi):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
 
 
 def free_port():

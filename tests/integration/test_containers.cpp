@@ -130,7 +130,7 @@ TEST_CASE("containers: identity and probe notes go through the record stream and
   CHECK(pipe.decode_stats().unknown_kind == 0);  // notes never reach the decoder
 }
 
-TEST_CASE("containers: a parent note names a running process's parent; a fork seen in the trace wins", "[containers]") {
+TEST_CASE("containers: a parent note names a running process's parent, and a fork seen in the trace wins", "[containers]") {
   // attach: the loaders were forked before tracing began, so no task_new
   // says whose they are; the session reads /proc and notes it.
   Pipeline pipe;

@@ -9,19 +9,21 @@
 namespace steptrace {
 
 void Pipeline::push(const void* data, size_t len) {
-  ++records_;
-  ++window_records_;
   if (len >= sizeof(st_event_header)) {
     st_event_header h;
     std::memcpy(&h, data, sizeof(h));
     if (observer_) observer_(h, data, len);
-    // Userspace's own facts: not events in time, so not reordered or decoded.
+    // Userspace's own facts: not events in time, so not reordered or decoded,
+    // and not the kernel's records (those are what the drop counters count).
     if (h.kind == ST_EV_USER_NOTE) {
+      ++notes_;
       if (auto note = parse_user_note(data, len)) analysis_.on_note(h.pid, *note);
       else ++analysis_.notes.malformed;
       return;
     }
   }
+  ++records_;
+  ++window_records_;
   if (auto ev = decoder_.decode(data, len)) {
     newest_ts_ = std::max<uint64_t>(newest_ts_, header_of(*ev).ts_ns);
     reorder_.push(*ev);

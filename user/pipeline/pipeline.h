@@ -68,7 +68,10 @@ class Pipeline {
   // window. Counters (records, late, decode stats) stay cumulative.
   void restart();
 
+  // The kernel's records pushed (what the ring's drop counters account for);
+  // the session's own user notes are counted apart.
   uint64_t records() const { return records_; }
+  uint64_t notes() const { return notes_; }
   uint64_t window_records() const { return window_records_; }
   uint64_t late() const { return late_base_ + reorder_.late(); }
   DecodeStats decode_stats() const;
@@ -85,7 +88,7 @@ class Pipeline {
   Analysis analysis_;
   RecordObserver observer_;
   std::function<void(uint64_t)> fold_observer_;
-  uint64_t records_ = 0, window_records_ = 0, late_base_ = 0, newest_ts_ = 0;
+  uint64_t records_ = 0, notes_ = 0, window_records_ = 0, late_base_ = 0, newest_ts_ = 0;
   DecodeStats decode_base_{};
 };
 
