@@ -333,3 +333,30 @@ TEST_CASE("painter: the sweep splits a window as an instant-by-instant reference
     CHECK(paint_window(ws, we, paints) == want);
   }
 }
+
+TEST_CASE("windows: a CPU-only rank folds once its burst model is known, or once it has 64 steps", "[windows]") {
+  auto job = [](size_t steps, bool known) {
+    JobAnalysis ja;
+    RankResult r;
+    r.pid = 4242;
+    r.host_only = true;
+    if (known) r.burst = {5 * kMs, 1 << 20};
+    for (size_t k = 0; k < steps; ++k) {
+      StepResult st;
+      st.index = static_cast<int>(k);
+      st.start_ns = 1000 * kMs + k * 50 * kMs;
+      st.end_ns = st.start_ns + 50 * kMs;
+      r.steps.push_back(st);
+    }
+    ja.ranks.push_back(r);
+    return ja;
+  };
+  TimelineStore tl;
+  const uint64_t now = 1000 * kMs + 64 * 50 * kMs;
+  StepLedger unsettled;
+  CHECK(unsettled.fold(job(20, false), tl, now) == 0);  // may still be cut otherwise: kept open
+  StepLedger learned;
+  CHECK(learned.fold(job(20, true), tl, now) > 0);
+  StepLedger bounded;
+  CHECK(bounded.fold(job(64, false), tl, now) > 0);  // never agreeing: folded anyway, memory stays bounded
+}

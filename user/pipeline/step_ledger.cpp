@@ -39,6 +39,8 @@ void add_counts(RankResult& into, const RankResult& r) {
 // window compares them step by step as this one did. A rank that stopped
 // (no step ended for four typical steps) folds all of its steps; one whose
 // steps are not settled yet folds none, and holds the others back with it.
+constexpr size_t kSettleSteps = 64;
+
 std::vector<size_t> steps_over(const JobAnalysis& ja, uint64_t now) {
   std::vector<uint64_t> durs;
   for (const auto& r : ja.ranks)
@@ -54,7 +56,10 @@ std::vector<size_t> steps_over(const JobAnalysis& ja, uint64_t now) {
     // A CPU-only rank whose steps do not agree yet (a window of set-up
     // traffic, or too few steps) may be cut differently once more of the
     // job is seen: nothing folds until they do.
-    settled[i] = !ja.ranks[i].host_only || ja.ranks[i].burst.known();
+    // Bounded: a job whose traffic never agrees (collectives of other sizes
+    // every step) folds anyway once the window holds kSettleSteps of its
+    // steps, or its timeline would grow until the memory cap forgot it.
+    settled[i] = !ja.ranks[i].host_only || ja.ranks[i].burst.known() || s.size() >= kSettleSteps;
     if (active[i] || !settled[i]) common = std::min(common, s.size() >= 2 && settled[i] ? s.size() - 2 : 0);
   }
   for (size_t i = 0; i < ja.ranks.size(); ++i)
