@@ -14,7 +14,7 @@ for the batch (data_ns) and how long the gradients' all-reduce ran in the
 step (coll_ns: from when DDP handed a bucket to the communication hook to
 when its all-reduce completed, buckets' spans merged).
 
-usage: ddp_train.py --out DIR [--steps N] [--workers W]
+usage: ddp_train.py --out DIR [--steps N] [--workers W] [--batch B] [--hidden H]
 """
 import argparse
 import json
@@ -62,10 +62,11 @@ def run_rank(rank, world, port, args):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
+    h = args.hidden
     model = DDP(
         torch.nn.Sequential(
-            torch.nn.Linear(FEATURES, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
-            torch.nn.Linear(1024, 10)))
+            torch.nn.Linear(FEATURES, h), torch.nn.ReLU(), torch.nn.Linear(h, h), torch.nn.ReLU(),
+            torch.nn.Linear(h, 10)))
     # The job's own timer of its collective: each bucket's all-reduce from
     # when DDP hands it over to when it completes.
     coll_spans = []
@@ -131,6 +132,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--hidden", type=int, default=1024, help="width of the hidden layers (gradient bytes ~ 4*h*(1034+h))")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ddp-data.") as d:
         args.data = d

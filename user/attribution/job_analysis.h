@@ -26,6 +26,9 @@ struct StepResult {
   CategoryNs ns{};
   uint64_t data_storage_ns = 0;     // data_loading while loaders waited on storage
   uint64_t data_preprocess_ns = 0;  // data_loading while loaders computed
+  // CPU-only rank: collective time during which the main thread ran (the
+  // backward pass overlapping the all-reduce, or a reduction on the CPU).
+  uint64_t collective_on_cpu_ns = 0;
   uint64_t arrival_ns = 0;          // arrival at the collective (cross-rank skew)
   bool host_collective = false;     // arrival_ns is the start of a send/recv collective
   uint64_t late_ns = 0;             // arrival - earliest arrival of any rank

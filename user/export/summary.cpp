@@ -43,6 +43,7 @@ nlohmann::json job_json(const JobAnalysis& job) {
                        {"categories", cats(st.ns)},
                        {"data_storage_ns", st.data_storage_ns},
                        {"data_preprocess_ns", st.data_preprocess_ns},
+                       {"collective_on_cpu_ns", st.collective_on_cpu_ns},
                        {"arrival_ns", st.arrival_ns},
                        {"late_ns", st.late_ns},
                        {"copy_bytes", st.copy_bytes},

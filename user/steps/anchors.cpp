@@ -150,20 +150,30 @@ uint64_t median_bytes(const std::vector<Burst>& g) {
 }
 
 // Under load a peer's delay can stretch a gap inside a step past the gaps
-// between steps; such a split step shows as neighbouring groups whose bytes
-// add up to one step: merged.
-std::vector<Anchor> one_per_step(const std::vector<Burst>& g, uint64_t step_bytes) {
+// between steps (and a rate-limited link paces one all-reduce into pieces
+// further apart than the steps): such a split step shows as neighbouring
+// groups whose bytes add up to one step: merged.
+std::vector<Burst> merge_split_steps(const std::vector<Burst>& g, uint64_t step_bytes) {
   const double per_step = static_cast<double>(step_bytes);
-  std::vector<Anchor> out;
+  std::vector<Burst> out;
   for (size_t i = 0; i < g.size(); ++i) {
-    Anchor a{g[i].start, g[i].end};
-    double sum = static_cast<double>(g[i].bytes);
+    Burst b = g[i];
+    double sum = static_cast<double>(b.bytes);
     while (sum < 0.9 * per_step && i + 1 < g.size() && sum + static_cast<double>(g[i + 1].bytes) <= 1.1 * per_step) {
       sum += static_cast<double>(g[++i].bytes);
-      a.end = g[i].end;
+      b.end = std::max(b.end, g[i].end);
+      b.bytes += g[i].bytes;
+      b.last = g[i].last;
     }
-    out.push_back(a);
+    out.push_back(b);
   }
+  return out;
+}
+
+std::vector<Anchor> as_anchors(const std::vector<Burst>& g) {
+  std::vector<Anchor> out;
+  out.reserve(g.size());
+  for (const Burst& b : g) out.push_back({b.start, b.end});
   return out;
 }
 
@@ -210,12 +220,12 @@ std::vector<Anchor> collective_bursts(const TimelineStore& tl, RankSteps& r, con
   if (known) {
     r.burst = *known;
     const auto groups = split_oversized(group_bursts(fine, known->split_ns), fine, known->step_bytes);
-    return one_per_step(step_sized(groups, known->step_bytes), known->step_bytes);
+    return as_anchors(merge_split_steps(step_sized(groups, known->step_bytes), known->step_bytes));
   }
   // Every step all-reduces the same gradients: the right split makes the
   // groups' byte counts (nearly) equal. Try each gap length as the split and
   // keep the one whose groups vary least in bytes (coefficient of
-  // variation; ties: more groups).
+  // variation, once split steps are merged back; ties: more groups).
   std::vector<uint64_t> cands = {kFineSplitNs};
   for (size_t i = 1; i < fine.size(); ++i) cands.push_back(fine[i].start - fine[i - 1].end);
   std::sort(cands.begin(), cands.end());
@@ -225,8 +235,9 @@ std::vector<Anchor> collective_bursts(const TimelineStore& tl, RankSteps& r, con
   std::vector<Burst> best;
   for (uint64_t split : cands) {
     auto g = group_bursts(fine, split);
-    auto keep = step_sized(g, median_bytes(g));
-    if (keep.size() < 3) break;  // larger splits only merge more
+    auto sized = step_sized(g, median_bytes(g));
+    if (sized.size() < 3) break;  // larger splits only merge more
+    auto keep = merge_split_steps(sized, median_bytes(sized));
     double mean = 0, var = 0;
     for (const Burst& b : keep) mean += static_cast<double>(b.bytes);
     mean /= static_cast<double>(keep.size());
@@ -241,7 +252,7 @@ std::vector<Anchor> collective_bursts(const TimelineStore& tl, RankSteps& r, con
   if (best.empty()) return {};
   const uint64_t step_bytes = median_bytes(best);
   if (best.size() >= kLearnMinSteps && best_cv <= kLearnMaxCv) r.burst = {best_split, step_bytes};
-  return one_per_step(best, step_bytes);
+  return as_anchors(best);
 }
 
 }  // namespace steptrace::steps

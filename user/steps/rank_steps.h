@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "timeline/thread_table.h"
@@ -71,6 +72,10 @@ struct RankSteps {
   // unknown while the steps so far do not agree enough to learn it, and then
   // a long session keeps the rank's steps open rather than fold them.
   BurstModel burst;
+  // host_only: when the collective was in flight - handed to a
+  // communication worker until it finished (steps/collective_in_flight.h);
+  // disjoint, in time order. Empty when the main thread moves the bytes.
+  std::vector<std::pair<uint64_t, uint64_t>> in_flight;
   std::vector<StepWindow> steps;    // contiguous, in time order
 };
 

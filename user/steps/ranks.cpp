@@ -5,6 +5,7 @@
 #include <map>
 
 #include "steps/anchors.h"
+#include "steps/collective_in_flight.h"
 #include "steps/span_classes.h"
 
 namespace steptrace::steps {
@@ -110,6 +111,7 @@ std::vector<RankSteps> host_only_ranks(const TimelineStore& tl, const ThreadTabl
     r.anchors = collective_bursts(tl, r, k != known.end() ? &k->second : nullptr);
     if (r.anchors.size() < 2) continue;
     r.source = StepSource::automatic_host;
+    r.in_flight = collective_in_flight(tl, r);
     out.push_back(std::move(r));
   }
   return out;

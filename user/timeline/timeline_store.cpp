@@ -83,6 +83,7 @@ void TimelineStore::on_wakeup(const st_sched_wakeup& e, ThreadTable* totals) {
     if (totals) totals->add_waker(e, ts >= t.cur_since ? ts - t.cur_since : 0);
     t.pending.waker_tid = e.waker_tid;
     t.pending.waker_pid = e.waker_pid;
+    t.pending.waker_sys = e.waker_sys_nr;
     if (t.pending.blocked_sys < 0) t.pending.blocked_sys = e.wakee_sys_nr;
     move_to(t, ThreadState::runnable, ts, totals);
   } else if (t.cur == ThreadState::unknown) {

@@ -22,6 +22,10 @@ struct StateSeg {
   uint32_t waker_tid = 0;   // blocked segments: who ended the block
   uint32_t waker_pid = 0;
   int32_t blocked_sys = -1; // syscall the thread was blocked in
+  // blocked segments: the syscall the waker was in, -1 when it was not in one
+  // (or is not traced): a timer that fires while a traced thread runs user
+  // code "wakes" the sleeper in that thread's name.
+  int32_t waker_sys = -1;
   uint32_t preempted_by = 0; // runnable after preemption: the tid that took the CPU
 };
 

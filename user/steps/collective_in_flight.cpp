@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "steps/collective_in_flight.h"
+
+#include <algorithm>
+
+#include "steps/span_classes.h"
+#include "timeline/timeline_ranges.h"
+
+namespace steptrace::steps {
+
+namespace {
+
+using Interval = std::pair<uint64_t, uint64_t>;
+
+// The main thread hands work over from inside a syscall (a futex wake, a
+// write to an eventfd or a pipe). A wake in its name from outside one is a
+// timer or an interrupt that fired while it ran its own code - unless no
+// wake of this thread carries a syscall at all (syscalls not traced).
+struct HandOver {
+  uint32_t main_tid;
+  bool sys_known;
+  bool operator()(const StateSeg& g) const {
+    return is_blocked(g.state) && g.waker_tid == main_tid && (!sys_known || g.waker_sys >= 0);
+  }
+};
+
+HandOver hand_over_of(const ThreadTimeline& w, uint32_t main_tid) {
+  bool known = std::any_of(w.segs.begin(), w.segs.end(), [](const StateSeg& g) { return g.waker_sys >= 0; });
+  return {main_tid, known};
+}
+
+// A worker's episodes: from each hand-over to the start of its next sleep
+// that a hand-over ends. An episode still open when the window ends runs to
+// the worker's last segment.
+std::vector<Interval> worker_episodes(const ThreadTimeline& w, const HandOver& handed) {
+  std::vector<Interval> out;
+  bool open = false;
+  uint64_t from = 0;
+  for (const auto& g : w.segs) {
+    if (!handed(g)) continue;
+    if (open && g.start > from) out.emplace_back(from, g.start);
+    open = true;
+    from = g.end;
+  }
+  if (open && !w.segs.empty() && w.segs.back().end > from) out.emplace_back(from, w.segs.back().end);
+  return out;
+}
+
+// A worker waits for the main thread most of the time it waits at all: the
+// main thread ends most of its blocked time. A thread the peer's traffic
+// wakes (gloo's socket loop) or that serves other clients (the rendezvous
+// store) is not one: the main thread wakes it now and then, and an
+// "episode" from there to its next wake by the main thread would span
+// whole steps.
+bool handed_work(const ThreadTimeline& w, const HandOver& handed) {
+  uint64_t by_main = 0, by_other = 0;
+  for (const auto& g : w.segs)
+    if (is_blocked(g.state)) (handed(g) ? by_main : by_other) += g.end - g.start;
+  return by_main > by_other;
+}
+
+// Episodes in which the worker itself sent or received.
+std::vector<Interval> with_traffic(const ThreadTimeline& w, const std::vector<Interval>& episodes) {
+  std::vector<Interval> out;
+  for (const auto& [a, b] : episodes) {
+    for (auto it = spans_overlapping_from(w, a); it != w.spans.end() && it->start < b; ++it)
+      if (it->end > a && is_net(*it)) {
+        out.emplace_back(a, b);
+        break;
+      }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Interval> collective_in_flight(const TimelineStore& tl, const RankSteps& r) {
+  std::vector<Interval> all;
+  if (!r.main) return all;
+  for (const auto& [key, t] : tl.threads()) {
+    if (t.pid != r.pid || t.tid == r.main_tid) continue;
+    const HandOver handed = hand_over_of(t, r.main_tid);
+    if (!handed_work(t, handed)) continue;
+    auto eps = with_traffic(t, worker_episodes(t, handed));
+    all.insert(all.end(), eps.begin(), eps.end());
+  }
+  std::sort(all.begin(), all.end());
+  std::vector<Interval> merged;
+  for (const auto& iv : all) {
+    if (!merged.empty() && iv.first <= merged.back().second) merged.back().second = std::max(merged.back().second, iv.second);
+    else merged.push_back(iv);
+  }
+  return merged;
+}
+
+}  // namespace steptrace::steps
