@@ -15,6 +15,7 @@ step (coll_ns: from when DDP handed a bucket to the communication hook to
 when its all-reduce completed, buckets' spans merged).
 
 usage: ddp_train.py --out DIR [--steps N] [--workers W] [--batch B] [--hidden H]
+                    [--slow-rank R [--slow-ms M]]
 """
 import argparse
 import json
@@ -37,8 +38,9 @@ FEATURES = 1024
 class FileDataset(Dataset):
     """Reads one file per sample (like an image folder) and decodes it."""
 
-    def __init__(self, root, n):
+    def __init__(self, root, n, slow_s=0.0):
         self.paths = [os.path.join(root, f"sample{i:05d}.bin") for i in range(n)]
+        self.slow_s = slow_s  # each read takes this much longer: slow storage
 
     def __len__(self):
         return len(self.paths)
@@ -46,6 +48,8 @@ class FileDataset(Dataset):
     def __getitem__(self, i):
         with open(self.paths[i], "rb") as f:
             raw = f.read()
+        if self.slow_s:
+            time.sleep(self.slow_s)
         x = torch.frombuffer(bytearray(raw[: FEATURES * 4]), dtype=torch.float32).clone()
         x = torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0).clamp(-1, 1)
         return x, i % 10
@@ -83,7 +87,7 @@ def run_rank(rank, world, port, args):
 
     model.register_comm_hook(None, timed_allreduce)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    data = FileDataset(args.data, args.steps * args.batch)
+    data = FileDataset(args.data, args.steps * args.batch, args.slow_ms / 1e3 if rank == args.slow_rank else 0.0)
     loader = DataLoader(data, batch_size=args.batch, num_workers=args.workers, shuffle=False)
     steps = []
     it = iter(loader)
@@ -101,6 +105,11 @@ def run_rank(rank, world, port, args):
         coll_spans.clear()
     with open(os.path.join(args.out, f"rank{rank}.json"), "w") as f:
         json.dump({"rank": rank, "pid": os.getpid(), "steps": steps}, f)
+    # Leave together: a rank whose loaders are still busy (a planted slow
+    # storage) otherwise reached the teardown after its peer had gone, and
+    # hung in it.
+    del it
+    dist.barrier()
     dist.destroy_process_group()
 
 
@@ -132,6 +141,8 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--slow-rank", type=int, default=-1, help="this rank's storage is slow (a planted straggler)")
+    ap.add_argument("--slow-ms", type=float, default=20, help="extra time per sample read on --slow-rank")
     ap.add_argument("--hidden", type=int, default=1024, help="width of the hidden layers (gradient bytes ~ 4*h*(1034+h))")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ddp-data.") as d:

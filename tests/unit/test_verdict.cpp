@@ -159,3 +159,40 @@ TEST_CASE("verdict: dropped events mark the window incomplete and lower the conf
   CHECK(v.confidence == Approx(full.confidence * 0.8));
   CHECK(v.evidence.back().rfind("INCOMPLETE: the kernel dropped 10 events", 0) == 0);
 }
+
+TEST_CASE("verdict: a straggler's cause is what it spends more on than the others, and it leads a CPU-only headline",
+          "[verdict][unit]") {
+  // Both ranks compute most of each step; rank 1 also waits 25 ms for its
+  // batches and arrives 30 ms late, rank 0 waits for it in the all-reduce.
+  JobAnalysis job;
+  job.ranks.push_back(rank_of(0, 4, split({{Category::host_overhead, 60 * kMs}, {Category::collective, 40 * kMs}}),
+                              StepSource::automatic_host));
+  job.ranks.push_back(rank_of(1, 4,
+                              split({{Category::host_overhead, 65 * kMs}, {Category::data_loading, 25 * kMs},
+                                     {Category::collective, 10 * kMs}}),
+                              StepSource::automatic_host));
+  job.ranks[1].straggler_steps = 3;
+  for (auto& st : job.ranks[1].steps) st.late_ns = 30 * kMs;
+  set_shares(job);
+  TimelineStore tl;
+  DropStats drops;
+  Verdict v = decide_verdict(job, tl, drops);
+  CHECK(v.category == Category::host_overhead);
+  CHECK(v.straggler_rank == 1);
+  CHECK(v.straggler_cause == Category::data_loading);  // not host_overhead, its largest cost (+5 pp only)
+  CHECK(v.headline.rfind("CPU-only job (no accelerator seen): rank 1 holds the collective back: it arrives 30.0 ms "
+                         "late (data_loading on that rank); host code dominates the step",
+                         0) == 0);
+  CHECK(v.recommendation.rfind("feed rank 1 faster", 0) == 0);
+  bool line = false;
+  for (const auto& e : v.evidence) line = line || e.find("it spends 25 pp more of its step in data_loading") != std::string::npos;
+  CHECK(line);
+
+  SECTION("a lateness under a tenth of the step leaves the headline to what gates the step") {
+    for (auto& st : job.ranks[1].steps) st.late_ns = 5 * kMs;
+    Verdict w = decide_verdict(job, tl, drops);
+    CHECK(w.straggler_rank == 1);
+    CHECK(w.headline.rfind("CPU-only job (no accelerator seen): host code dominates the step", 0) == 0);
+    CHECK(w.recommendation.rfind("profile the training loop on the CPU", 0) == 0);
+  }
+}

@@ -76,6 +76,7 @@ struct Verdict {
   int straggler_rank = -1;
   uint64_t straggler_late_ns = 0;      // mean lateness when it was last
   Category straggler_cause = Category::other;
+  double straggler_excess = 0;         // its share of the cause over the other ranks' (0: its largest cost)
 };
 
 struct JobAnalysis {

@@ -109,11 +109,37 @@ const RankResult* find_straggler(const JobAnalysis& job, Verdict& v) {
         ++n;
       }
     v.straggler_late_ns = n ? late / static_cast<uint64_t>(n) : 0;
-    // Its own dominant cause: the largest host-side category on that rank.
+    // Its own cause: the host-side category in which it spends the most
+    // more of its step than the other ranks do (what makes it late); the
+    // largest one on that rank when it spends more in none. Its largest
+    // cost alone misled: a CPU-only rank computes most of every step, and
+    // so does its peer.
+    auto share_of = [](const RankResult& r, Category c) {
+      uint64_t all = 0;
+      for (uint64_t ns : r.total) all += ns;
+      return all ? static_cast<double>(r.total[static_cast<size_t>(c)]) / static_cast<double>(all) : 0.0;
+    };
     size_t best = static_cast<size_t>(Category::other);
+    double best_excess = 0;
+    v.straggler_excess = 0;
     for (Category c : {Category::data_loading, Category::dma_submission, Category::host_overhead,
-                       Category::cpu_contention})
-      if (strag->total[static_cast<size_t>(c)] > strag->total[best]) best = static_cast<size_t>(c);
+                       Category::cpu_contention}) {
+      double others = 0;
+      for (const auto& r : job.ranks)
+        if (&r != strag) others += share_of(r, c);
+      const double excess = share_of(*strag, c) - others / static_cast<double>(job.ranks.size() - 1);
+      if (excess > best_excess) {
+        best_excess = excess;
+        best = static_cast<size_t>(c);
+      }
+    }
+    if (best_excess > 0) {
+      v.straggler_excess = best_excess;
+    } else {
+      for (Category c : {Category::data_loading, Category::dma_submission, Category::host_overhead,
+                         Category::cpu_contention})
+        if (strag->total[static_cast<size_t>(c)] > strag->total[best]) best = static_cast<size_t>(c);
+    }
     v.straggler_cause = static_cast<Category>(best);
   }
   return strag;
@@ -170,16 +196,21 @@ void write_headline(const JobAnalysis& job, const PerStep& p, Verdict& v) {
     replace(" on the CPU between device calls", " on the CPU (forward, backward, optimizer)");
   }
   v.recommendation = recommendation_for(v.category);
-  if (v.straggler_rank >= 0 && v.category == Category::collective) {
-    // The others wait in the collective for one rank: that rank and its own
-    // cause come first, and the advice is about it, not the network.
+  // The others wait in the collective for one rank: that rank and its own
+  // cause come first, and the advice is about it, not the network - where
+  // the collective gates the step, or where the rank's lateness costs every
+  // other rank a tenth of the step or more whatever gates it (a CPU-only job
+  // whose ranks mostly compute, one of them waiting for its batches).
+  const bool straggler_first =
+      v.straggler_rank >= 0 && (v.category == Category::collective || v.straggler_late_ns * 10 >= p.step_ns);
+  if (straggler_first) {
     v.headline = fmt::format("rank {} holds the collective back: it arrives {:.1f} ms late ({} on that rank); ",
                              v.straggler_rank, ms(v.straggler_late_ns), category_name(v.straggler_cause)) +
                  v.headline;
     v.recommendation = straggler_recommendation(v.straggler_rank, v.straggler_cause);
   }
   if (cpu_only) v.headline = "CPU-only job (no accelerator seen): " + v.headline;
-  if (cpu_only && v.category == Category::host_overhead)
+  if (cpu_only && v.category == Category::host_overhead && !straggler_first)
     v.recommendation = "profile the training loop on the CPU (forward, backward, optimizer; perf or py-spy): "
                        "with no accelerator, host compute is the step";
 }
@@ -317,10 +348,16 @@ Verdict decide_verdict(const JobAnalysis& job, const TimelineStore& tl, const Dr
                                      static_cast<double>(best_b) / 1048576.0 / std::max(steps_of[best_id], 1)));
   }
   if (v.straggler_rank >= 0)
-    v.evidence.push_back(fmt::format("rank {} arrived last at the collective in {} steps, {:.1f} ms late on average; "
-                                     "its largest host-side cost is {}",
-                                     v.straggler_rank, strag->straggler_steps, ms(v.straggler_late_ns),
-                                     category_name(v.straggler_cause)));
+    v.evidence.push_back(
+        v.straggler_excess > 0
+            ? fmt::format("rank {} arrived last at the collective in {} steps, {:.1f} ms late on average; it spends "
+                          "{:.0f} pp more of its step in {} than the other ranks",
+                          v.straggler_rank, strag->straggler_steps, ms(v.straggler_late_ns),
+                          100.0 * v.straggler_excess, category_name(v.straggler_cause))
+            : fmt::format("rank {} arrived last at the collective in {} steps, {:.1f} ms late on average; its largest "
+                          "host-side cost is {}",
+                          v.straggler_rank, strag->straggler_steps, ms(v.straggler_late_ns),
+                          category_name(v.straggler_cause)));
   contention_evidence(job, tl, p, v);
   fabric_evidence(job, v);
   if (v.incomplete)
