@@ -20,6 +20,8 @@ pkgs+=(catch2 python3 prometheus)
 pkgs+=(python3-jsonschema chromium tmux libclang-rt-dev)
 # automatic steps on a CPU-only PyTorch DDP job (gloo, DataLoader workers)
 pkgs+=(python3-torch)
+# ... and its link-limited shape: a network namespace whose loopback is rate-limited (tc tbf)
+pkgs+=(iproute2)
 # packaging checks: YAML in check_package.sh; node + npm for the Kubernetes
 # manifest schema check (Debian's, unless a node with npm is there already)
 pkgs+=(python3-yaml)
