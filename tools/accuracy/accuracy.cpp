@@ -140,7 +140,18 @@ bool run_scenario(const ScenarioRun& run, ScenarioResult* out, std::string* err)
     for (size_t i = 1; i < r.steps.size(); ++i)
       if (r.steps[i].start_ns + (r.steps[i].end_ns - r.steps[i].start_ns) / 2 >= from) steps.push_back(&r.steps[i]);
   }
-  auto shares = tr::mean_shares(steps);
+  // Time-weighted, as the verdict weighs its own shares: a job whose every
+  // fourth step waits 170 ms for a burst of batches spends most of its time
+  // loading data even if most steps are short ones that wait for a CPU (the
+  // mean of per-step shares called that one contention).
+  std::map<std::string, double> shares;
+  double total = 0;
+  for (const tr::Step* st : steps) {
+    total += static_cast<double>(st->duration_ns());
+    for (const auto& [c, ns] : st->breakdown) shares[c] += static_cast<double>(ns);
+  }
+  for (auto& [c, v] : shares) v = total > 0 ? v / total : 0;
+  out->truth_time_shares = shares;
   double best = -1;
   for (const auto& [c, v] : shares)
     if (v > best) {

@@ -4,6 +4,7 @@
 // tests and by the accuracy-matrix tool that writes docs/accuracy.md.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,10 @@ struct ScenarioResult {
   SessionReport report;
   trainsim::truth::Truth truth;
   trainsim::truth::Comparison cmp;
-  std::string truth_gating;   // the window's gating category per the truth (largest mean share)
+  std::string truth_gating;   // the window's gating category per the truth (largest share of the time)
+  // The truth's share of each category in the compared steps' time (what
+  // truth_gating is the largest of).
+  std::map<std::string, double> truth_time_shares;
   std::string tracer_verdict; // steptrace's verdict category
   int truth_straggler = -1;   // straggler rank from the knobs (-1 none)
   int tracer_straggler_pid_rank = -1;  // truth rank of the pid steptrace named

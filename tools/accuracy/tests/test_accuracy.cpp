@@ -37,23 +37,13 @@ ScenarioResult run(const std::string& scenario, std::vector<std::string> extra =
   return res;
 }
 
-// The truth's mean share of the step per category, over the counted steps
-// (after the first) of every rank.
-std::map<std::string, double> truth_shares(const ScenarioResult& res) {
-  std::vector<const trainsim::truth::Step*> steps;
-  for (const auto& r : res.truth.rank_data)
-    for (const auto& s : r.steps)
-      if (s.index >= 1) steps.push_back(&s);
-  return trainsim::truth::mean_shares(steps);
-}
-
 void check_common(const ScenarioResult& res, double share_pp = 5.0) {
   INFO(res.cmp.summary());
   if (res.tracer_verdict != res.truth_gating) {
     // Only a tie in the truth has two right answers: the straggler scenario
     // makes rank 0 wait in the collective about as long as rank 1 loads data,
     // so over both ranks the two categories differ by a fraction of a point.
-    auto sh = truth_shares(res);
+    auto sh = res.truth_time_shares;
     double margin_pp = 100 * (sh[res.truth_gating] - sh[res.tracer_verdict]);
     INFO("verdict " << res.tracer_verdict << " vs truth " << res.truth_gating << ": the truth's shares differ by "
                     << margin_pp << " pp");
