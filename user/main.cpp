@@ -18,6 +18,7 @@
 #include "daemon/control_client.h"
 #include "daemon/daemon.h"
 #include "export/outputs.h"
+#include "export/report_diff.h"
 #include "session/top_command.h"
 #include "loader/preflight.h"
 #include "export/summary.h"
@@ -145,6 +146,38 @@ int cmd_report(const Options& o) {
   return print_report(o, *r);
 }
 
+// diff A B: 0 when B is not slower past --fail-if-slower (or it is not
+// given), 1 when it is, 2 when a run cannot be read (as diff(1) does).
+int cmd_diff(const Options& o) {
+  const auto windows = WindowPolicy::from(o.window_s, o.max_memory_bytes, o.keep_steps);
+  std::vector<nlohmann::json> runs;
+  for (const auto& path : o.diff_paths) {
+    auto j = load_run(path, windows);
+    if (!j) {
+      log::error("{}", j.error().message);
+      return 2;
+    }
+    runs.push_back(std::move(*j));
+  }
+  const ReportDiff d = diff_reports(runs[0], runs[1], o.diff_paths[0], o.diff_paths[1]);
+  if (o.json_path == "-") {
+    fmt::print("{}\n", json_text(diff_json(d), 2));
+  } else {
+    std::fputs(format_diff_text(d).c_str(), stdout);
+    if (!o.json_path.empty())
+      if (auto st = write_output_file(o.json_path, json_text(diff_json(d), 2) + "\n", output_file_options(o)); !st) {
+        log::error("{}", st.error().message);
+        return 2;
+      }
+  }
+  if (o.fail_if_slower_pct >= 0 && slower_than(d, o.fail_if_slower_pct)) {
+    fmt::print(stderr, "steptrace: B is slower than A by {:.1f} % (more than --fail-if-slower {:g})\n",
+               d.step_change_pct, o.fail_if_slower_pct);
+    return 1;
+  }
+  return 0;
+}
+
 int job_status_or(const Options& o, const SessionReport& r, int fallback) {
   // steptrace exits with the job's status (128+N when a signal ended it).
   if (!o.argv.empty() && r.job_exit_code >= 0 && fallback == 0) return r.job_exit_code;
@@ -230,6 +263,7 @@ int steptrace_main(int argc, char** argv) {
     case CommandKind::record:
     case CommandKind::attach: return cmd_trace(*opts);
     case CommandKind::top: return cmd_top(*opts);
+    case CommandKind::diff: return cmd_diff(*opts);
   }
   return 2;
 }

@@ -14,7 +14,7 @@ fi
 # The roff source with its escapes undone: "\-\-pod" -> "--pod".
 text=$(sed -e 's/\\-/-/g' -e 's/\\f[BIRP]//g' "$page")
 missing=()
-for cmd in run attach record report top check ctl daemon; do
+for cmd in run attach record report top diff check ctl daemon; do
   for opt in $("$bin" "$cmd" --help 2>&1 | grep -oE '^ +(-[a-zA-Z],)?--[a-z][a-z-]*' | grep -oE -- '--[a-z][a-z-]*'); do
     [ "$opt" = --help ] && continue
     grep -qe "$opt\b" <<<"$text" || missing+=("$cmd $opt")

@@ -214,7 +214,7 @@ void add_job_flags(CLI::App* app, Options& o) {
 
 // The command and its target from what CLI11 parsed; every cross-flag rule.
 struct Parsed {
-  CLI::App *run, *attach, *record, *report, *top, *app;
+  CLI::App *run, *attach, *record, *report, *top, *diff, *app;
   // The words after the first "--", which CLI11 never sees: the job's own
   // (a vector option such as --accel-dev before the "--" made CLI11 take a
   // job's --duration 60 as steptrace's -d 60).
@@ -270,6 +270,8 @@ Status finish_options(Options& o, const Parsed& p, const std::string& pid_csv, c
   } else if (p.report->parsed()) {
     o.command = CommandKind::report;
     if (o.cut_from_s >= 0 && o.cut_first_step >= 0) return make_error("report: give --time or --steps, not both");
+  } else if (p.diff->parsed()) {
+    o.command = CommandKind::diff;
   } else if (!p.app->remaining().empty()) {
     return make_error(fmt::format("unexpected argument '{}'", p.app->remaining().front()));
   } else if (p.attach->parsed()) {
@@ -281,7 +283,7 @@ Status finish_options(Options& o, const Parsed& p, const std::string& pid_csv, c
   } else {
     o.command = CommandKind::check;
   }
-  if (o.command != CommandKind::check && o.command != CommandKind::report) {
+  if (o.command != CommandKind::check && o.command != CommandKind::report && o.command != CommandKind::diff) {
     if ((o.ring_mib & (o.ring_mib - 1)) != 0)
       return make_error(fmt::format("--ring-mib {} is not a power of two", o.ring_mib));
     auto subs = parse_subsystems(collectors);
@@ -366,6 +368,20 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   add_output_flags(report, o);
   add_window_flags(report, o);
 
+  auto* diff = app.add_subcommand(
+      "diff", "Compare two runs (captures or JSON reports): per rank and category, B - A per step with a 95 % "
+              "interval; exit 1 with --fail-if-slower when B is slower by more");
+  diff->add_option("A B", o.diff_paths, "The two runs: capture files (steptrace record) or JSON reports (--json)")
+      ->required()
+      ->expected(2);
+  diff->add_option("--fail-if-slower", o.fail_if_slower_pct,
+                   "Exit 1 when B's mean step is significantly slower than A's by more than PCT percent (a CI gate)")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->type_name("PCT");
+  diff->add_option("--json", o.json_path, "Write the comparison as JSON to FILE (- for stdout)");
+  diff->add_flag("--force", o.force, "--json may replace an existing file");
+  add_window_flags(diff, o);
+
   auto* top = app.add_subcommand(
       "top", "Live view, refreshed every second (q or Ctrl-C quits): top [-p PID|--cgroup P|--all|-- CMD...]");
   add_trace_flags(top, o, collectors, accel, rdma);
@@ -407,7 +423,7 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   }
   *exit_code = 2;
 
-  if (auto st = finish_options(o, Parsed{run, attach, record, report, top, &app, std::move(after_dashes)}, pid_csv,
+  if (auto st = finish_options(o, Parsed{run, attach, record, report, top, diff, &app, std::move(after_dashes)}, pid_csv,
                                max_size, collectors, accel, rdma);
       !st)
     return st.error();

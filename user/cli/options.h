@@ -11,7 +11,7 @@
 
 namespace steptrace {
 
-enum class CommandKind { run, attach, check, record, report, top };
+enum class CommandKind { run, attach, check, record, report, top, diff };
 
 struct TargetSpec {
   std::vector<uint32_t> pids;  // attach -p
@@ -56,6 +56,8 @@ struct Options {
   std::string record_path;               // record -o FILE: raw events to a capture file
   uint64_t max_capture_bytes = 0;        // record --max-size: 0 = no cap
   std::string capture_path;              // report FILE
+  std::vector<std::string> diff_paths;   // diff A B: captures or JSON reports
+  double fail_if_slower_pct = -1;        // diff --fail-if-slower PCT: exit 1 past it (-1: never)
   // report --time FROM-TO (seconds after the capture's first record) / --steps A-B (step indexes);
   // -1: not given.
   double cut_from_s = -1, cut_to_s = -1;
