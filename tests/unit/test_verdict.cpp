@@ -196,3 +196,35 @@ TEST_CASE("verdict: a straggler's cause is what it spends more on than the other
     CHECK(w.recommendation.rfind("profile the training loop on the CPU", 0) == 0);
   }
 }
+
+TEST_CASE("verdict: a rank late in every other step, by far more than the other, is the straggler",
+          "[verdict][unit]") {
+  // A DataLoader with two workers on slow storage: rank 1 is 60 ms late in
+  // the even steps of 100 ms, rank 0 5 ms late in the odd ones. Each is last
+  // in half the counted steps.
+  JobAnalysis job;
+  auto ns = split({{Category::host_overhead, 60 * kMs}, {Category::collective, 40 * kMs}});
+  job.ranks.push_back(rank_of(0, 9, ns));
+  job.ranks.push_back(rank_of(1, 9, ns));
+  job.skipped_warmup_steps = 1;
+  auto set_late = [&](uint64_t even_ms, uint64_t odd_ms) {
+    for (int k = 1; k < 9; ++k) {
+      auto& late = job.ranks[static_cast<size_t>(k % 2 == 0 ? 1 : 0)].steps[static_cast<size_t>(k)];
+      late.straggler = true;
+      late.late_ns = (k % 2 == 0 ? even_ms : odd_ms) * kMs;
+    }
+  };
+  job.ranks[0].straggler_steps = 4;
+  job.ranks[1].straggler_steps = 4;
+  set_shares(job);
+  TimelineStore tl;
+  DropStats drops;
+  set_late(60, 5);
+  Verdict v = decide_verdict(job, tl, drops);
+  CHECK(v.straggler_rank == 1);
+  CHECK(v.straggler_late_ns == 30 * kMs);  // over all its counted steps
+  set_late(5, 5);  // alike on both sides
+  CHECK(decide_verdict(job, tl, drops).straggler_rank == -1);
+  set_late(15, 1);  // 7.5 ms per counted step: under a tenth of the step
+  CHECK(decide_verdict(job, tl, drops).straggler_rank == -1);
+}

@@ -252,10 +252,21 @@ Exec paint_segments(const steps::RankSteps& r, const Exec& exec, uint64_t typica
 // in which the main thread ran is kept as a sub-share.
 void paint_in_flight(const steps::RankSteps& r, StepResult& st, std::vector<Paint>& paints) {
   const uint64_t ws = st.start_ns, we = st.end_ns;
+  bool arrival_from_in_flight = false;
   auto it = std::partition_point(r.in_flight.begin(), r.in_flight.end(),
                                  [ws](const std::pair<uint64_t, uint64_t>& x) { return x.second <= ws; });
   for (; it != r.in_flight.end() && it->first < we; ++it) {
     const uint64_t a = std::max(it->first, ws), b = std::min(it->second, we);
+    // The rank arrives at the step's collective when it hands the first
+    // bucket over. Every rank does, every step; its wait for the result at
+    // the end of the backward pass is no arrival - the late rank often has
+    // none, its all-reduce done behind its backward pass because the others
+    // were waiting for it.
+    if (it->first >= ws && !arrival_from_in_flight) {
+      st.arrival_ns = it->first;
+      st.host_collective = true;
+      arrival_from_in_flight = true;
+    }
     paints.push_back({a, b, 11, Category::collective});
     for (auto g = segs_ending_after(*r.main, a); g != r.main->segs.end() && g->start < b; ++g)
       if (g->state == ThreadState::running) st.collective_on_cpu_ns += overlap_ns(g->start, g->end, a, b);

@@ -295,15 +295,31 @@ Status finish_options(Options& o, const Parsed& p, const std::string& pid_csv, c
   return Ok{};
 }
 
+// diff A B [--fail-if-slower PCT] [--json FILE] and the replay's window flags.
+CLI::App* add_diff_command(CLI::App& app, Options& o) {
+  auto* diff = app.add_subcommand(
+      "diff", "Compare two runs (captures or JSON reports): per rank and category, B - A per step with a 95 % "
+              "interval; exit 1 with --fail-if-slower when B is slower by more");
+  diff->add_option("A B", o.diff_paths, "The two runs: capture files (steptrace record) or JSON reports (--json)")
+      ->required()
+      ->expected(2);
+  diff->add_option("--fail-if-slower", o.fail_if_slower_pct,
+                   "Exit 1 when B's mean step is significantly slower than A's by more than PCT percent (a CI gate)")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->type_name("PCT");
+  diff->add_option("--json", o.json_path, "Write the comparison as JSON to FILE (- for stdout)");
+  diff->add_flag("--force", o.force, "--json may replace an existing file");
+  add_window_flags(diff, o);
+  return diff;
+}
+
 }  // namespace
 
 Result<Options> parse_options(int argc, const char* const* argv, int* exit_code) {
   Options o;
   std::string collectors = "all";
   std::vector<std::string> accel, rdma;
-  std::string pid_csv;
-  std::string max_size;
-
+  std::string pid_csv, max_size;
   CLI::App app{"steptrace: why is each training step as slow as it is?"};
   app.set_version_flag("--version", std::string("steptrace ") + kVersion);
   app.add_flag("-v,--verbose", o.verbose, "More output (repeat for libbpf debug)");
@@ -368,19 +384,7 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   add_output_flags(report, o);
   add_window_flags(report, o);
 
-  auto* diff = app.add_subcommand(
-      "diff", "Compare two runs (captures or JSON reports): per rank and category, B - A per step with a 95 % "
-              "interval; exit 1 with --fail-if-slower when B is slower by more");
-  diff->add_option("A B", o.diff_paths, "The two runs: capture files (steptrace record) or JSON reports (--json)")
-      ->required()
-      ->expected(2);
-  diff->add_option("--fail-if-slower", o.fail_if_slower_pct,
-                   "Exit 1 when B's mean step is significantly slower than A's by more than PCT percent (a CI gate)")
-      ->check(CLI::Range(0.0, 1000.0))
-      ->type_name("PCT");
-  diff->add_option("--json", o.json_path, "Write the comparison as JSON to FILE (- for stdout)");
-  diff->add_flag("--force", o.force, "--json may replace an existing file");
-  add_window_flags(diff, o);
+  auto* diff = add_diff_command(app, o);
 
   auto* top = app.add_subcommand(
       "top", "Live view, refreshed every second (q or Ctrl-C quits): top [-p PID|--cgroup P|--all|-- CMD...]");
