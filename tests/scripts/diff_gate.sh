@@ -15,7 +15,7 @@ record() {  # NAME COMPUTE_MS
   mkdir -p "$t/$1.dev"
   "$bin" record -o "$t/$1.cap" --accel-dev "$t/$1.dev/neuron0" --accel-dev "$t/$1.dev/neuron1" \
     --rdma-dev "$t/$1.dev/uverbs0" -- "$sim" --scenario compute-bound --ranks 2 --steps 40 \
-    --compute-ms "$2" --dev-dir "$t/$1.dev" > "$t/$1.log" 2>&1
+    --compute-ms "$2" --dev-dir "$t/$1.dev" --truth "$t/$1.truth.json" > "$t/$1.log" 2>&1
 }
 record base 40
 record again 40
@@ -42,17 +42,26 @@ rc=0
 cat "$t/slow.txt"
 [ "$rc" = 1 ] || { echo "expected exit 1 from the gate, got $rc"; exit 1; }
 grep -q "SLOWER" "$t/slow.txt"
-$py - "$t/diff.json" <<'PY'
+$py - "$t/diff.json" "$t/base.truth.json" "$t/slow.truth.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 pct = d["step_change_pct"]
-assert 8 <= pct <= 12, f"step change {pct:.1f} %, planted 10 %"
+# The job's own clocks: how much longer its steps really were (the planted
+# compute overlaps some of what the ranks did before, so it is not exactly 10 %).
+def mean_step(path):
+    t = json.load(open(path))
+    d = [s["end_ns"] - s["start_ns"] for r in t["ranks"] for s in r["steps"][1:]]
+    return sum(d) / len(d)
+true_pct = 100 * (mean_step(sys.argv[3]) / mean_step(sys.argv[2]) - 1)
+print(f"step change: traced {pct:+.1f} %, by trainsim's truth {true_pct:+.1f} %")
+assert abs(pct - true_pct) <= 1.5, f"traced {pct:.1f} % vs true {true_pct:.1f} %"
+assert true_pct > 5, f"the planted slowdown took only {true_pct:.1f} %"
 cats = d["all_ranks"]["categories"]
 moved = max(cats, key=lambda c: abs(cats[c]["delta_ms"]) if cats[c]["significant"] else 0)
 assert moved == "device_execute" and cats[moved]["significant"], f"largest change in {moved}"
 for r in d["ranks"]:
     assert r["categories"]["device_execute"]["significant"], f"rank {r['rank']}: device_execute not significant"
-print(f"ok: +{pct:.1f} % (planted 10 %), device_execute on every rank")
+print(f"ok: {pct:+.1f} % (true {true_pct:+.1f} %, planted 10 % of the step as compute), device_execute on every rank")
 PY
 # A missing run is trouble (2), not a verdict.
 rc=0
