@@ -34,8 +34,11 @@ HandOver hand_over_of(const ThreadTimeline& w, uint32_t main_tid) {
 // the worker's last segment.
 std::vector<Interval> worker_episodes(const ThreadTimeline& w, const HandOver& handed) {
   std::vector<Interval> out;
-  bool open = false;
-  uint64_t from = 0;
+  // A worker that is not waiting for a hand-over where its timeline begins
+  // (a later window of a long session, cut mid-collective) is inside an
+  // episode that began before it.
+  bool open = !w.segs.empty() && !handed(w.segs.front());
+  uint64_t from = open ? w.segs.front().start : 0;
   for (const auto& g : w.segs) {
     if (!handed(g)) continue;
     if (open && g.start > from) out.emplace_back(from, g.start);
@@ -46,17 +49,25 @@ std::vector<Interval> worker_episodes(const ThreadTimeline& w, const HandOver& h
   return out;
 }
 
-// A worker waits for the main thread most of the time it waits at all: the
-// main thread ends most of its blocked time. A thread the peer's traffic
-// wakes (gloo's socket loop) or that serves other clients (the rendezvous
-// store) is not one: the main thread wakes it now and then, and an
-// "episode" from there to its next wake by the main thread would span
-// whole steps.
+// A worker is handed work by the main thread (twice or more) and otherwise
+// waits on its own process: the main thread's hand-overs, and in the middle
+// of a collective the socket loop's word that the peer's bytes are in (woken
+// from inside a syscall). The time it spends blocked until some other
+// process, a timer or an interrupt wakes it must be the smaller part: gloo's
+// socket loop is woken by the peer's traffic, the rendezvous store's server
+// by the other ranks' requests, a polling thread by its timer. (The share of
+// its blocked time the main thread ends alone misjudged a worker that waits
+// 300 ms for a late peer every other step.)
 bool handed_work(const ThreadTimeline& w, const HandOver& handed) {
-  uint64_t by_main = 0, by_other = 0;
-  for (const auto& g : w.segs)
-    if (is_blocked(g.state)) (handed(g) ? by_main : by_other) += g.end - g.start;
-  return by_main > by_other;
+  uint64_t own = 0, foreign = 0;
+  size_t hand_overs = 0;
+  for (const auto& g : w.segs) {
+    if (!is_blocked(g.state)) continue;
+    hand_overs += handed(g);
+    const bool from_own = handed(g) || (g.waker_pid == w.pid && g.waker_sys >= 0);
+    (from_own ? own : foreign) += g.end - g.start;
+  }
+  return hand_overs >= 2 && own > foreign;
 }
 
 // Episodes in which the worker itself sent or received.

@@ -17,9 +17,11 @@
 namespace steptrace::steps {
 
 // The union of the rank's worker episodes that moved bytes, in time order,
-// disjoint. A worker is a thread of r.pid other than the main thread whose
-// blocked time the main thread mostly ends (not the socket loop the peer's
-// traffic wakes, nor a server thread). An episode begins where the main
+// disjoint. A worker is a thread of r.pid other than the main thread that
+// the main thread hands work to, and whose blocked time is mostly ended by
+// its own process (those hand-overs, the socket loop's word that the peer's
+// bytes are in) - not the socket loop the peer's traffic wakes, a server
+// thread, or a thread on a timer. An episode begins where the main
 // thread wakes it and ends where it next sleeps until the main thread wakes
 // it again; it counts when the worker itself sent or received in it. Empty
 // when no thread is handed work that way (a job whose main thread moves the
