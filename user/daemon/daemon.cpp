@@ -75,6 +75,7 @@ Status Daemon::start() {
     log::warn("metrics endpoint listens on {} (not loopback): anyone who can reach it can read the metrics (host, "
               "job and process names); restrict it with a firewall or a NetworkPolicy",
               cfg_.listen);
+  publish_metrics();  // the first scrape sees the tracer as built, never an empty page
   if (auto st = http_.start(listen->first, listen->second, cfg_.listen); !st) return st;
   log::info("serving Prometheus metrics on http://{}/metrics (read-only)", cfg_.listen);
   if (control_socket_enabled(cfg_)) {

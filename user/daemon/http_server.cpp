@@ -45,6 +45,12 @@ Status MetricsServer::start(const std::string& host, int port, const std::string
   });
   svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     std::lock_guard<std::mutex> lk(mu_);
+    // Nothing published yet: a scrape fails rather than reading an empty page as "up, no series".
+    if (metrics_text_.empty()) {
+      res.status = 503;
+      res.set_content("metrics not ready\n", "text/plain");
+      return;
+    }
     res.set_content(metrics_text_ + extra_text_, "text/plain; version=0.0.4; charset=utf-8");
   });
   svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
