@@ -140,6 +140,7 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
 void judge(JobAnalysis& job, const TimelineStore& tl, const DropStats& drops) {
   job.verdict = decide_verdict(job, tl, drops);
   annotate_verdict_with_signals(job);
+  job.changes = find_changes(job);
 }
 
 }  // namespace steptrace

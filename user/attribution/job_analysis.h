@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attribution/categories.h"
+#include "attribution/change_points.h"
 #include "attribution/fabric_setup.h"
 #include "attribution/step_histogram.h"
 #include "capture/drop_stats.h"
@@ -89,6 +90,8 @@ struct JobAnalysis {
   // Counted steps of every rank that are no longer in ranks[].steps (a long
   // session keeps the most recent in detail): percentiles cover them from here.
   StepDistribution out_of_detail;
+  // Where the step time changed level (attribution/change_points.h), over the steps kept in detail.
+  std::vector<ChangePoint> changes;
 };
 
 namespace signals {

@@ -87,9 +87,23 @@ nlohmann::json job_json(const JobAnalysis& job) {
                       {"teardown", phase(f.teardown)},
                       {"counted_steps", f.counted_steps},
                       {"counted_steps_with_calls", f.counted_steps_with_calls}});
+  json changes = json::array();
+  for (const auto& c : job.changes)
+    changes.push_back({{"at_ns", c.at_ns},
+                       {"step", c.step},
+                       {"reference_rank", c.reference_rank},
+                       {"ranks", c.ranks},
+                       {"before_ms", c.before_ms},
+                       {"after_ms", c.after_ms},
+                       {"change_pct", c.change_pct()},
+                       {"score", c.score},
+                       {"cause_rank", c.cause_rank},
+                       {"cause", std::string(category_name(c.cause))},
+                       {"cause_delta_ms", c.cause_delta_ms},
+                       {"text", describe_change(c)}});
   return {{"verdict", verdict}, {"mean_share", shares}, {"skipped_warmup_steps", job.skipped_warmup_steps},
           {"ranks", ranks}, {"device_signals", signals::summary_to_json(job.signals)},
-          {"efa_control_path", fabric}};
+          {"efa_control_path", fabric}, {"changes", changes}};
 }
 
 nlohmann::json summary_json(const SessionReport& r) {

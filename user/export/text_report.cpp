@@ -145,6 +145,16 @@ void verdict_section(std::string& o, const SessionReport& r, const Painter& pain
     o += paint(fit(fmt::format("  INCOMPLETE: the capture ended early ({})", r.capture_end)), "1;31") + "\n";
 }
 
+// Where the step time changed level, with the wall-clock time when known.
+void changes_section(std::string& o, const SessionReport& r, const Painter& paint) {
+  if (r.job.changes.empty()) return;
+  o += "\n" + paint("Changes in step time", "1") + "\n";
+  for (const auto& c : r.job.changes) {
+    const std::string when = wall_clock_text(r.source, c.at_ns);
+    o += wrap("  - ", describe_change(c) + (when.empty() ? "" : " at " + when), "    ");
+  }
+}
+
 // 2-5. Steps, percentiles, evidence, ranks (when there are ranks).
 // Who each rank is (container, pod, the launcher's rank) and where its steps came from, and why.
 void sources_section(std::string& o, const SessionReport& r, const Painter& paint) {
@@ -196,6 +206,7 @@ void ranks_sections(std::string& o, const SessionReport& r, const TextStyle& sty
     o += "\n" + paint("Evidence", "1") + "\n";
     if (v.evidence.empty()) o += "  (none)\n";
     for (const auto& e : v.evidence) o += wrap("  - ", e, "    ");
+    changes_section(o, r, paint);
 
     // 5. Ranks, straggler marked.
     o += "\n" + paint("Ranks (share of each counted step)", "1") + "\n";
