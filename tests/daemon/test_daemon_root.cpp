@@ -632,6 +632,39 @@ TEST_CASE("daemon: SIGHUP reloads the config file, and a step far over p99 dumps
   std::system(("rm -rf '" + devdir + "'").c_str());
 }
 
+TEST_CASE("daemon: a change in step time is logged with its rank and category, exported and dumps the flight recorder",
+          "[root][daemon]") {
+  require_root();
+  std::string devdir = make_tmpdir("change-dev");
+  std::string dev = devdir + "/accel0";
+  std::ofstream(dev) << "x";
+  DaemonRun d("change", {"--window", "1", "--scan-ms", "100", "--accel-dev", dev});
+  auto until = [&](auto pred) {
+    auto end = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < end) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(200ms);
+    }
+    return false;
+  };
+  // 240 steps of 10 ms asleep + 5 ms on the CPU; from step 120 on, 20 ms on the CPU.
+  Proc job({"/bin/sh", "-c", "exec 3<'" + dev + "'; exec " + std::string(MARKER_DEMO) + " 240 10 5 -1 0 120 20"},
+           d.dir + "/job.log");
+  CHECK(job.wait(60) == 0);
+  CHECK(until([&] { return d.metric("steptrace_step_time_changes_total", {"direction=\"slower\""}) == 1; }));
+  INFO(read_file(d.log).substr(0, 6000));
+  // Nothing before it: the first 120 steps are one level.
+  CHECK(d.metric("steptrace_step_time_changes_total", {"direction=\"faster\""}) == 0);
+  CHECK(d.metric("steptrace_step_time_change_ratio") > 1.3);
+  CHECK(d.metric("steptrace_step_time_change_cause_seconds", {"category=\"host_overhead\"", "rank=\"0\""}) > 0.008);
+  const double wall = d.metric("steptrace_step_time_change_timestamp_seconds");
+  CHECK(std::abs(wall - static_cast<double>(::time(nullptr))) < 60);
+  CHECK(read_file(d.log).find("step time rose") != std::string::npos);
+  CHECK(read_file(d.log).find("host_overhead +") != std::string::npos);
+  CHECK(until([&] { return d.metric("steptrace_dumps_total", {"reason=\"step_time_change\""}) == 1; }));
+  std::system(("rm -rf '" + devdir + "'").c_str());
+}
+
 TEST_CASE("daemon: a tracer rebuild that fails stops the daemon with a non-zero exit (systemd restarts it)",
           "[root][daemon]") {
   require_root();

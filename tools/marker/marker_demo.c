@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* A step loop that marks its steps: N steps of (sleep A ms, spin B ms), optionally step S
- * sleeping X ms more (an outlier). Used by the tests.
- * usage: marker-demo [N [A [B [S X]]]] */
+ * sleeping X ms more (an outlier), and from step C on spinning D ms instead of B (a change
+ * in step time; S -1 for none). Used by the tests.
+ * usage: marker-demo [N [A [B [S X [C D]]]]] */
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,10 +24,12 @@ int main(int argc, char **argv)
 	long sleep_ms = argc > 2 ? atol(argv[2]) : 10, spin = argc > 3 ? atol(argv[3]) : 5;
 	int slow_step = argc > 5 ? atoi(argv[4]) : -1;
 	long slow_ms = argc > 5 ? atol(argv[5]) : 0;
+	int change_step = argc > 7 ? atoi(argv[6]) : -1;
+	long changed_spin = argc > 7 ? atol(argv[7]) : spin;
 	for (int i = 0; i < steps; ++i) {
 		steptrace_step((uint64_t)i);
 		usleep((useconds_t)((sleep_ms + (i == slow_step ? slow_ms : 0)) * 1000));
-		spin_ms(spin);
+		spin_ms(change_step >= 0 && i >= change_step ? changed_spin : spin);
 	}
 	steptrace_step((uint64_t)steps); /* closes the last step */
 	return 0;

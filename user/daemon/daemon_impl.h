@@ -38,6 +38,7 @@
 #include "loader/ring_reader.h"
 #include "loader/tracer.h"
 #include "loader/tracer_setup.h"
+#include "attribution/change_points.h"
 #include "pipeline/pipeline.h"
 #include "session/session.h"
 #include "steptrace_abi.h"
@@ -54,6 +55,7 @@ inline constexpr double kBuckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 
 inline constexpr size_t kNumBuckets = sizeof(kBuckets) / sizeof(kBuckets[0]);
 inline constexpr size_t kStepHistory = 4096;   // step durations kept for the p99 of the auto-dump trigger
 inline constexpr size_t kMinHistory = 100;     // no automatic dump before this many steps
+inline constexpr size_t kChangeHistory = 1024;  // steps per rank searched for a change in step time
 
 uint64_t rss_bytes();
 std::string hostname();
@@ -81,6 +83,17 @@ struct RankSeries {
   uint64_t efa_calls[2] = {};
   double efa_s[2] = {};
   uint64_t last_window = 0;
+  // The latest counted steps with detail (bounded), for change points
+  // (daemon/regressions.cpp); trimmed to the new level after each change.
+  std::deque<SeriesPoint> recent;
+};
+
+// The last change in step time of a training job (daemon/regressions.cpp).
+struct JobChange {
+  uint64_t total[2] = {};  // faster, slower
+  ChangePoint last;
+  std::string cause_rank;  // the rank label of last.cause_rank
+  double wall_s = 0;       // unix time of last.at_ns
 };
 
 // In-kernel per-process counters (levels aggregated and up), per traced
@@ -129,6 +142,9 @@ class Daemon {
   void attach_mapped_lib(uint32_t pid, const MappedLib& lib);
   void close_window(uint64_t now, const char* reason);
   void publish(const JobAnalysis& ja, bool detail);
+  // Change points in each training job's step series: log, count, dump.
+  void watch_for_changes();
+  void render_change_metrics(Exposition& x) const;
   void sample_cpu();
   void render_metrics();
   void render_step_metrics(Exposition& x) const;
@@ -219,6 +235,7 @@ class Daemon {
 
   std::map<std::string, RankSeries> series_;
   std::deque<double> step_history_;
+  std::map<std::string, JobChange> changes_;  // by training job
   Verdict verdict_;
   bool have_verdict_ = false;
   // The straggler of the last detailed window: its rank as the rank label

@@ -22,6 +22,7 @@ void Daemon::render_metrics() {
   x.family("steptrace_build_info", "gauge", "steptrace version");
   x.sample("steptrace_build_info", host_labels({{"version", kVersion}}), 1);
   render_step_metrics(x);
+  render_change_metrics(x);
   render_process_metrics(x);
   render_loss_metrics(x);
   render_cost_metrics(x);
@@ -241,7 +242,7 @@ void Daemon::render_housekeeping_metrics(Exposition& x) {
   x.family("steptrace_flight_recorder_records", "gauge", "Raw records held by the flight recorder");
   x.sample("steptrace_flight_recorder_records", host_labels({}), static_cast<double>(flight_.records()));
   x.family("steptrace_dumps_total", "counter", "Flight-recorder captures written, by trigger");
-  for (const char* c : {"signal", "control", "slow_step"})
+  for (const char* c : {"signal", "control", "slow_step", "step_time_change"})
     x.sample("steptrace_dumps_total", host_labels({{"reason", c}}), static_cast<double>(dumps_ok_[c]));
   x.family("steptrace_dump_failures_total", "counter", "Flight-recorder captures that failed or were rate-limited");
   x.sample("steptrace_dump_failures_total", host_labels({}), static_cast<double>(dump_failures_));

@@ -98,6 +98,10 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
       for (const auto& st : r.steps) {
         if (st.index < ja.skipped_warmup_steps || st.start_ns < detail_since_ns_) continue;
         for (size_t c = 0; c < kCategories; ++c) s.cat_s[c] += static_cast<double>(st.ns[c]) / 1e9;
+        // Numbered as the series counts its steps (the count below runs after this).
+        const int number = static_cast<int>(s.count) + st.index - ja.skipped_warmup_steps + 1;
+        s.recent.push_back({number, st.start_ns, st.duration(), st.ns});
+        if (s.recent.size() > kChangeHistory) s.recent.pop_front();
       }
       s.straggler_steps += static_cast<uint64_t>(r.straggler_steps);
     }
@@ -127,6 +131,7 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
       s.efa_s[1] += static_cast<double>(f.setup.total_ns + f.teardown.total_ns) / 1e9;
     }
   }
+  if (detail) watch_for_changes();
   if (!detail && budget_.level() <= kLevelSampled) {
     // Sampled out: the last detailed window's verdict and straggler stand.
     straggler_rank_ = straggler_before;
