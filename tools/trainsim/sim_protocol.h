@@ -38,6 +38,12 @@ struct trainsim_desc {
 	uint32_t nc_id;
 	uint64_t seq; // per-process execution sequence number, starts at 1
 };
+// Optional, right before an EXEC descriptor in the same copy: that
+// execution's device compute time in ns (in `seq`), instead of the program's
+// compute_ns. The runtime sends one with every execution once the compute
+// time is set per execution (trainsim --change compute-ms=...), so the
+// descriptor copies have the same size before and after the change.
+#define TRAINSIM_DESC_OP_COMPUTE 0x434d5054u // "CMPT"
 
 // The real driver returns an mmap offset from NOTIFICATIONS_INIT_V2 and the
 // runtime mmaps the NQ ring. FUSE cannot map daemon memory into the caller,

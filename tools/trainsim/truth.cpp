@@ -29,6 +29,49 @@ std::string argmax(const std::map<std::string, int64_t> &m)
 	}
 	return best;
 }
+
+json number(double v)
+{
+	if (v == std::floor(v) && std::fabs(v) < 1e15)
+		return static_cast<int64_t>(v); // 40, not 40.0
+	return v;
+}
+
+void change_hang_to_json(const Truth &t, json &j)
+{
+	if (t.change) {
+		json knobs = json::object();
+		for (const auto &[name, v] : t.change->knobs)
+			knobs[name] = number(v);
+		j["change"] = {{"step", t.change->step}, {"rank", t.change->rank}, {"knobs", knobs}};
+	}
+	if (t.hang) {
+		const Hang &h = *t.hang;
+		j["hang"] = {{"rank", h.rank},   {"step", h.step},         {"kind", h.kind},
+			     {"pid", h.pid},     {"tid", h.tid},           {"seconds", number(h.seconds)},
+			     {"start_ns", h.start_ns}, {"end_ns", h.end_ns}};
+	}
+}
+
+void change_hang_from_json(const json &j, Truth &t)
+{
+	if (j.contains("change")) {
+		const json &c = j.at("change");
+		Change ch;
+		ch.step = c.at("step").get<int>();
+		ch.rank = c.at("rank").get<int>();
+		for (const auto &[name, v] : c.at("knobs").items())
+			ch.knobs[name] = v.get<double>();
+		t.change = ch;
+	}
+	if (j.contains("hang")) {
+		const json &h = j.at("hang");
+		t.hang = Hang{h.at("rank").get<int>(),		h.at("step").get<int>(),
+			      h.at("kind").get<std::string>(),	h.at("pid").get<int>(),
+			      h.at("tid").get<int>(),		h.at("seconds").get<double>(),
+			      h.at("start_ns").get<int64_t>(), h.at("end_ns").get<int64_t>()};
+	}
+}
 } // namespace
 
 const std::vector<std::string> &categories()
@@ -149,6 +192,7 @@ std::string to_json(const Truth &t, int indent)
 		ranks.push_back(std::move(jr));
 	}
 	j["ranks"] = std::move(ranks);
+	change_hang_to_json(t, j);
 	return j.dump(indent);
 }
 
@@ -208,6 +252,7 @@ std::optional<Truth> from_json(const std::string &text, std::string *err)
 								   jv.at("bytes").get<uint64_t>(), jv.at("ret").get<int>()});
 			t.rank_data.push_back(std::move(r));
 		}
+		change_hang_from_json(j, t);
 		return t;
 	} catch (const std::exception &e) {
 		if (err)

@@ -76,6 +76,30 @@ struct Rank {
 	std::vector<VerbCall> verbs; // EFA control path, in call order
 };
 
+// A planted mid-run change (trainsim --change-at-step): from step `step` on,
+// the knobs (by option name: "preprocess-ms", "compute-ms", "host-ms",
+// "copy-bytes") have these values, on rank `rank` or on every rank (-1).
+struct Change {
+	int step = -1;
+	int rank = -1;
+	std::map<std::string, double> knobs;
+};
+
+// A planted hang (trainsim --hang-rank): rank `rank`'s main thread `tid` was
+// blocked from start_ns to end_ns (CLOCK_MONOTONIC) at the start of step
+// `step`, in clock_nanosleep ("sleep", state S) or in read(2) on its device
+// file ("dread", state D).
+struct Hang {
+	int rank = -1;
+	int step = -1;
+	std::string kind;
+	int pid = 0;
+	int tid = 0;
+	double seconds = 0; // planned
+	int64_t start_ns = 0;
+	int64_t end_ns = 0;
+};
+
 struct Truth {
 	std::string scenario;
 	std::string knobs_json; // the resolved knobs, as a JSON object text
@@ -83,6 +107,8 @@ struct Truth {
 	std::vector<std::string> devices;
 	std::string libnrt;
 	std::vector<Rank> rank_data;
+	std::optional<Change> change; // absent without --change-at-step
+	std::optional<Hang> hang;     // absent without --hang-rank (or when the run ended before it)
 };
 
 // Fills step.breakdown and step.gating from the phases:

@@ -42,6 +42,10 @@ public:
 	// Blocks until `participants` devices arrived for `seq`, or the timeout.
 	// Returns false on timeout (a rank died or never got there).
 	bool arrive(uint64_t seq, uint64_t timeout_ms);
+	// Fails every round, now and later, and wakes the waiters: a daemon
+	// that is told to stop must not wait out the timeout for a rank that
+	// hangs or died.
+	void shutdown();
 
 private:
 	struct Round {
@@ -51,6 +55,7 @@ private:
 		bool failed = false;
 	};
 	const int participants_;
+	bool shutdown_ = false;
 	std::mutex mu_;
 	std::condition_variable cv_;
 	std::map<uint64_t, Round> rounds_;
@@ -101,6 +106,7 @@ private:
 		uint32_t nc;
 		uint64_t seq;
 		uint64_t t_kick_ns;
+		int64_t compute_ns; // from a COMPUTE descriptor; -1: the program's
 	};
 	struct Program {
 		trainsim_neff neff{};
@@ -151,5 +157,7 @@ private:
 };
 
 uint64_t monotonic_ns();
+// Sleeps until CLOCK_MONOTONIC reaches t_ns (restarts on EINTR).
+void sleep_until(uint64_t t_ns);
 
 } // namespace trainsim::device

@@ -6,9 +6,14 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 
+#include <fcntl.h>
+#include <time.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 namespace trainsim::device {
 
@@ -20,6 +25,7 @@ constexpr fuse_ino_t kFirstNdsIno = 1u << 20;
 // uverbs0: the fake EFA adapter's verbs file.
 constexpr fuse_ino_t kUverbsIno = 1u << 21;
 constexpr const char *kUverbsName = "uverbs0";
+constexpr off_t kStallFileBytes = 4096;
 
 FuseServer *server(fuse_req_t req)
 {
@@ -72,9 +78,12 @@ bool fill_attr(fuse_req_t req, fuse_ino_t ino, struct stat *st)
 	if (!device_of(req, ino))
 		return false;
 	// A regular file (not a character device): FUSE cannot serve device
-	// nodes' ioctls, and the tracer matches by dev/ino anyway.
+	// nodes' ioctls, and the tracer matches by dev/ino anyway. One page
+	// long when reads stall (a page-cache read past the end never reaches
+	// the daemon), else empty.
 	st->st_mode = S_IFREG | 0666;
 	st->st_nlink = 1;
+	st->st_size = server(req)->read_stall_ms() ? kStallFileBytes : 0;
 	return true;
 }
 
@@ -164,9 +173,29 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi)
 		fuse_reply_err(req, ino == FUSE_ROOT_ID ? EISDIR : ENOENT);
 		return;
 	}
-	fi->direct_io = 1;
+	// A chip opened read-only reads through the page cache (the hang read:
+	// its reader waits killably for the page, state D, not in FUSE's
+	// interruptible request wait); everything else goes straight through.
+	bool paged = ino != kUverbsIno && (fi->flags & O_ACCMODE) == O_RDONLY;
+	fi->direct_io = paged ? 0 : 1;
+	fi->keep_cache = 0;
 	fi->nonseekable = 1;
 	fuse_reply_open(req, fi);
+}
+
+// Chip reads: only the hang read (trainsim --hang-kind dread) is served,
+// after the configured stall, with zeros.
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t, fuse_file_info *)
+{
+	name_worker();
+	FuseServer *s = server(req);
+	if (!device_of(req, ino) || s->read_stall_ms() == 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	s->stall(req);
+	std::vector<char> zeros(size);
+	fuse_reply_buf(req, zeros.data(), size);
 }
 
 void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, fuse_file_info *,
@@ -217,6 +246,7 @@ const fuse_lowlevel_ops kOps = [] {
 	ops.readlink = op_readlink;
 	ops.ioctl = op_ioctl;
 	ops.write = op_write;
+	ops.read = op_read;
 	return ops;
 }();
 
@@ -247,6 +277,22 @@ bool FuseServer::mount(const std::string &dir, std::string *err)
 	}
 	mounted_ = true;
 	return true;
+}
+
+void FuseServer::stall(fuse_req *req)
+{
+	auto now_ms = [] {
+		timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+	};
+	int64_t deadline = now_ms() + static_cast<int64_t>(read_stall_ms_);
+	for (int64_t left; (left = deadline - now_ms()) > 0;) {
+		if (fuse_session_exited(se_) || fuse_req_interrupted(req))
+			return;
+		timespec nap{0, static_cast<long>(std::min<int64_t>(left, 10)) * 1000000};
+		nanosleep(&nap, nullptr);
+	}
 }
 
 int FuseServer::run()

@@ -5,6 +5,7 @@
 // by st_dev/st_ino (--accel-dev).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "device/verbs.h"
 
 struct fuse_session;
+struct fuse_req;
 
 namespace trainsim::device {
 
@@ -30,12 +32,23 @@ public:
 	std::vector<std::unique_ptr<Device>> &devices() { return devices_; }
 	VerbsAdapter &verbs() { return verbs_; }
 
+	// A read(2) on a chip file opened read-only is answered after `ms`
+	// (trainsim --hang-kind dread); 0: chips take no reads. With a stall the
+	// chip files are 4 KiB long, so a read-only open reads through the page
+	// cache and its reader waits killably for the page (state D).
+	void set_read_stall_ms(uint64_t ms) { read_stall_ms_ = ms; }
+	uint64_t read_stall_ms() const { return read_stall_ms_; }
+	// Sleeps the read stall in short naps; ends early when the session exits
+	// (SIGTERM) or the request is interrupted.
+	void stall(fuse_req *req);
+
 private:
 	std::vector<std::unique_ptr<Device>> &devices_;
 	VerbsAdapter &verbs_;
 	::fuse_session *se_ = nullptr;
 	bool mounted_ = false;
 	bool signals_ = false;
+	uint64_t read_stall_ms_ = 0;
 };
 
 } // namespace trainsim::device

@@ -26,6 +26,7 @@ int main(int argc, char **argv)
 	int ready_fd = -1;
 	bool verbose = false;
 	bool die_with_parent = false;
+	uint64_t read_stall_ms = 0;
 	app.add_option("--dir", dir, "mount point (an existing empty directory)")->required();
 	app.add_option("--devices", cfg.devices, "number of chips (neuron0..N-1)")->check(CLI::Range(1, 64));
 	app.add_option("--pcie-gbps", cfg.pcie_gbps, "host<->device copy bandwidth, GB/s")
@@ -38,6 +39,8 @@ int main(int argc, char **argv)
 		       "directory for the datastore window files (neuronN.nds); empty: no NDS, like an old driver");
 	app.add_option("--sysfs-root", cfg.sysfs_root, "write the neuron sysfs metrics tree under this root");
 	app.add_option("--ready-fd", ready_fd, "write 'ready\\n' to this fd once mounted");
+	app.add_option("--read-stall-ms", read_stall_ms,
+		       "a read(2) on a chip file opened read-only is answered after this long (0: chips take no reads)");
 	app.add_flag("--die-with-parent", die_with_parent, "unmount and exit when the parent dies");
 	app.add_flag("-v,--verbose", verbose, "print per-device ioctl counters at exit");
 	CLI11_PARSE(app, argc, argv);
@@ -56,6 +59,7 @@ int main(int argc, char **argv)
 	int rc;
 	{
 		FuseServer server(devices, verbs);
+		server.set_read_stall_ms(read_stall_ms);
 		std::string err;
 		if (!server.mount(dir, &err)) {
 			fprintf(stderr, "trainsim-device: %s\n", err.c_str());
@@ -70,6 +74,7 @@ int main(int argc, char **argv)
 	if (verbose)
 		fprintf(stderr, "trainsim-device: uverbs0 calls=%lu registered_bytes=%lu\n",
 			static_cast<unsigned long>(verbs.calls()), static_cast<unsigned long>(verbs.registered_bytes()));
+	fabric.shutdown(); // an engine waiting at the barrier for a hung rank
 	for (auto &d : devices) {
 		d->stop();
 		if (verbose) {

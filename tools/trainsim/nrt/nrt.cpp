@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +32,7 @@ struct nrt_model {
 	trainsim_neff neff;
 	uint64_t program_handle;
 	uint64_t ring_handle;
+	int64_t exec_compute_ns = -1; // >= 0: sent with every execution (COMPUTE descriptor)
 };
 
 struct nrt_tensor {
@@ -360,13 +362,19 @@ NRT_STATUS nrt_execute(nrt_model_t *model, const nrt_tensor_set_t *, nrt_tensor_
 	uint64_t seq = ++r.seq;
 	info.seq = seq;
 
-	// 1. Write the execution descriptor into the model's ring.
-	trainsim_desc desc{TRAINSIM_DESC_OP_EXEC, static_cast<uint32_t>(model->nc), seq};
+	// 1. Write the execution descriptor into the model's ring, after the
+	// execution's compute time when that is set per execution.
+	trainsim_desc descs[2];
+	uint32_t n = 0;
+	if (model->exec_compute_ns >= 0)
+		descs[n++] = trainsim_desc{TRAINSIM_DESC_OP_COMPUTE, static_cast<uint32_t>(model->nc),
+					   static_cast<uint64_t>(model->exec_compute_ns)};
+	descs[n++] = trainsim_desc{TRAINSIM_DESC_OP_EXEC, static_cast<uint32_t>(model->nc), seq};
 	neuron_arg_dma_copy_descriptors64 cd{};
 	cd.mem_handle = model->ring_handle;
-	cd.buffer = reinterpret_cast<uint64_t>(&desc);
-	cd.num_descs = 1;
-	cd.offset = (seq % TRAINSIM_NQ_ENTRIES) * sizeof(trainsim_desc);
+	cd.buffer = reinterpret_cast<uint64_t>(descs);
+	cd.num_descs = n;
+	cd.offset = (seq % (TRAINSIM_NQ_ENTRIES / n)) * n * sizeof(trainsim_desc);
 	if (NRT_STATUS st = dev_ioctl(NEURON_CMD_DMA_COPY_DESCRIPTORS64, &cd, "DMA_COPY_DESCRIPTORS64"))
 		return st;
 	// 2. Kick the input queues, then the execution queue (engine 0) last:
@@ -420,6 +428,14 @@ NRT_STATUS nrt_execute(nrt_model_t *model, const nrt_tensor_set_t *, nrt_tensor_
 	if (info.status)
 		return static_cast<NRT_STATUS>(info.status);
 	return st;
+}
+
+int trainsim_nrt_set_compute_ns(nrt_model_t *model, uint64_t compute_ns)
+{
+	if (!model || compute_ns > static_cast<uint64_t>(INT64_MAX))
+		return -1;
+	model->exec_compute_ns = static_cast<int64_t>(compute_ns);
+	return 0;
 }
 
 int trainsim_nrt_last_exec(struct trainsim_exec_info *out)

@@ -98,6 +98,10 @@ struct trainsim_exec_info {
 	uint64_t rd_enter_ns, rd_kicked_ns, rd_seen_ns, rd_return_ns;
 };
 NRT_API int trainsim_nrt_last_exec(struct trainsim_exec_info *out);
+/* Sets the device compute time of every later execution of `model` (a
+ * COMPUTE descriptor before each EXEC descriptor) instead of the program's.
+ * Once set, every execution carries one. 0 or -1. */
+NRT_API int trainsim_nrt_set_compute_ns(nrt_model_t *model, uint64_t compute_ns);
 /* Host-driven collective traffic of this rank (bytes each way): the sim's
  * network layer accounts it in the fake EFA counters (efa_<device index>
  * under $TRAINSIM_SYSFS_ROOT). */

@@ -17,10 +17,103 @@ EXAMPLES:
   trainsim --scenario data-bound --truth /tmp/truth.json
   trainsim --scenario collective-bound --net-mbit 800 --steps 10
   trainsim --ranks 4 --compute-ms 20 --loader-workers 1 --preprocess-ms 30
+  trainsim --scenario data-bound --change-at-step 10 --change preprocess-ms=80 --change-rank 1
+  trainsim --steps 30 --hang-rank 1 --hang-at-step 10 --hang-s 20 --hang-kind dread
   trainsim --list-scenarios
 Scenarios: compute-bound (default), data-bound, dma-bound, collective-bound,
 straggler, host-bound, contention. Sizes accept k/m/g suffixes (1024-based).
 )";
+
+using KnobSetters = std::vector<std::pair<CLI::Option *, std::function<void(Knobs &)>>>;
+
+// The mid-run change and the hang: ground truth for change-point and hang
+// detection. No scenario sets them.
+struct ChangeHangOptions {
+	int change_step = -1;
+	int change_rank = -1;
+	std::vector<std::string> change_specs;
+	int hang_rank = -1;
+	int hang_step = -1;
+	double hang_s = 30;
+	std::string hang_kind = "sleep";
+	CLI::Option *hang_s_opt = nullptr;
+	CLI::Option *hang_kind_opt = nullptr;
+};
+
+void add_change_hang_options(CLI::App &app, ChangeHangOptions &o)
+{
+	const char *g = "Changes and hangs";
+	app.add_option("--change-at-step", o.change_step,
+		       "step N (0-based, the truth's step index, >= 1) from which the --change values hold")
+		->group(g);
+	app.add_option("--change", o.change_specs,
+		       "KNOB=VALUE[,KNOB=VALUE...] from --change-at-step on; repeatable. Knobs: preprocess-ms "
+		       "(the batches feeding step >= N), compute-ms, host-ms, copy-bytes")
+		->expected(1)
+		->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+		->group(g);
+	app.add_option("--change-rank", o.change_rank, "apply the change on this rank only (-1: every rank)")->group(g);
+	app.add_option("--hang-rank", o.hang_rank, "this rank's main thread hangs (with --hang-at-step)")->group(g);
+	app.add_option("--hang-at-step", o.hang_step,
+		       "at the start of this step (0-based), before it asks for its batch")
+		->group(g);
+	o.hang_s_opt = app.add_option("--hang-s", o.hang_s, "how long the hang lasts, seconds (default 30)")->group(g);
+	o.hang_kind_opt = app.add_option("--hang-kind", o.hang_kind,
+					 "sleep: in clock_nanosleep (state S); dread: in read(2) on the device file, "
+					 "answered after --hang-s (state D)")
+				  ->check(CLI::IsMember({"sleep", "dread"}))
+				  ->group(g);
+}
+
+// Copies the options into the knobs; an error message for a bad --change.
+std::string resolve_change_hang(const ChangeHangOptions &o, Knobs &k)
+{
+	k.change = KnobChange{};
+	k.change.step = o.change_step;
+	k.change.rank = o.change_rank;
+	for (const auto &spec : o.change_specs)
+		if (std::string e = parse_change(spec, &k.change); !e.empty())
+			return e;
+	k.hang = Hang{};
+	k.hang.rank = o.hang_rank;
+	k.hang.step = o.hang_step;
+	k.hang.seconds = o.hang_s;
+	k.hang.kind = *parse_hang_kind(o.hang_kind);
+	if (o.hang_rank < 0 && o.hang_step < 0 && (o.hang_s_opt->count() || o.hang_kind_opt->count()))
+		return "--hang-s and --hang-kind need --hang-rank and --hang-at-step";
+	return "";
+}
+
+// Everything after parsing: scenario defaults, explicit knobs, the
+// scenario-dependent defaults, then validation.
+void resolve(CliOutcome &out, const Knobs &cli, const KnobSetters &knobs, const CLI::Option *straggler_opt,
+	     const CLI::Option *steps_opt, const std::string &noise_cpus, const ChangeHangOptions &ch)
+{
+	Knobs k = *scenario_knobs(cli.scenario);
+	for (auto &[opt, apply] : knobs)
+		if (opt->count() > 0)
+			apply(k);
+	// The straggler scenario means "the last rank", whatever --ranks says.
+	if (k.scenario == "straggler" && straggler_opt->count() == 0)
+		k.straggler_rank = k.ranks - 1;
+	// --duration alone runs until the deadline; --steps then only caps it.
+	if (k.duration_s > 0 && steps_opt->count() == 0)
+		k.steps = 1000000;
+	auto cpus = parse_cpu_list(noise_cpus);
+	std::string err = cpus ? resolve_change_hang(ch, k)
+			       : "--noise-cpus: cannot parse '" + noise_cpus + "' (want e.g. 0,2-3)";
+	if (cpus)
+		k.noise_cpus = *cpus;
+	if (err.empty())
+		err = validate(k);
+	if (!err.empty()) {
+		out.code = 2;
+		out.error = err;
+		return;
+	}
+	out.run = true;
+	out.knobs = k;
+}
 
 } // namespace
 
@@ -34,7 +127,7 @@ CliOutcome parse_cli(const std::vector<std::string> &args)
 	std::string noise_cpus;
 	bool list = false;
 	// (option, copy that knob from `cli` into the resolved knobs)
-	std::vector<std::pair<CLI::Option *, std::function<void(Knobs &)>>> knobs;
+	KnobSetters knobs;
 	auto reg = [&](CLI::Option *o, std::function<void(Knobs &)> f) { knobs.emplace_back(o, std::move(f)); return o; };
 #define TS_KNOB(flag, field, desc) reg(app.add_option(flag, cli.field, desc), [&](Knobs &k) { k.field = cli.field; })
 #define TS_SIZE(flag, field, desc) TS_KNOB(flag, field, desc)->transform(CLI::AsSizeValue(false))
@@ -106,6 +199,8 @@ CliOutcome parse_cli(const std::vector<std::string> &args)
 		->group("Paths");
 #undef TS_SIZE
 #undef TS_KNOB
+	ChangeHangOptions ch;
+	add_change_hang_options(app, ch);
 
 	std::vector<std::string> rev(args.rbegin(), args.rend()); // CLI11 wants them reversed
 	try {
@@ -124,30 +219,7 @@ CliOutcome parse_cli(const std::vector<std::string> &args)
 			std::cout << n << "\n";
 		return out;
 	}
-	Knobs k = *scenario_knobs(cli.scenario);
-	for (auto &[opt, apply] : knobs)
-		if (opt->count() > 0)
-			apply(k);
-	// The straggler scenario means "the last rank", whatever --ranks says.
-	if (k.scenario == "straggler" && straggler_opt->count() == 0)
-		k.straggler_rank = k.ranks - 1;
-	// --duration alone runs until the deadline; --steps then only caps it.
-	if (k.duration_s > 0 && steps_opt->count() == 0)
-		k.steps = 1000000;
-	auto cpus = parse_cpu_list(noise_cpus);
-	if (!cpus) {
-		out.code = 2;
-		out.error = "--noise-cpus: cannot parse '" + noise_cpus + "' (want e.g. 0,2-3)";
-		return out;
-	}
-	k.noise_cpus = *cpus;
-	if (std::string err = validate(k); !err.empty()) {
-		out.code = 2;
-		out.error = err;
-		return out;
-	}
-	out.run = true;
-	out.knobs = k;
+	resolve(out, cli, knobs, straggler_opt, steps_opt, noise_cpus, ch);
 	return out;
 }
 

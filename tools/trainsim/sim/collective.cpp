@@ -15,7 +15,6 @@
 namespace trainsim {
 
 namespace {
-constexpr int kTimeoutMs = 30000;
 
 void set_nonblock(int fd)
 {
@@ -86,7 +85,7 @@ bool HostCollective::connect(int rank, int world, int listen_fd, uint16_t next_p
 		return false;
 	}
 	pollfd p{listen_fd, POLLIN, 0};
-	if (poll(&p, 1, kTimeoutMs) != 1) {
+	if (poll(&p, 1, timeout_ms_) != 1) {
 		*err = "previous rank never connected";
 		return false;
 	}
@@ -125,7 +124,7 @@ bool HostCollective::exchange(const char *send, size_t send_len, char *recv, siz
 			ri = n;
 			p[n++] = {prev_fd_, POLLIN, 0};
 		}
-		int rc = poll(p, static_cast<nfds_t>(n), kTimeoutMs);
+		int rc = poll(p, static_cast<nfds_t>(n), timeout_ms_);
 		if (rc < 0 && errno == EINTR)
 			continue;
 		if (rc <= 0) {

@@ -31,6 +31,9 @@ public:
 	// Ring all-reduce (sum) in place: reduce-scatter then all-gather.
 	bool allreduce(float *data, size_t count, std::string *err);
 	uint64_t bytes_sent() const { return bytes_sent_; }
+	// How long connect and each exchange wait for a peer before failing
+	// (default 30 s; longer when a rank is planned to hang).
+	void set_timeout_ms(int ms) { timeout_ms_ = ms; }
 	void close();
 
 private:
@@ -41,6 +44,7 @@ private:
 	int rank_ = 0, world_ = 1;
 	int next_fd_ = -1, prev_fd_ = -1;
 	uint64_t bytes_sent_ = 0;
+	int timeout_ms_ = 30000;
 	std::vector<float> scratch_;
 };
 

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include "sim/knobs.h"
 
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -130,6 +133,189 @@ std::optional<std::vector<int>> parse_cpu_list(const std::string &s)
 	return out;
 }
 
+const std::vector<std::string> &change_knob_names()
+{
+	static const std::vector<std::string> n{"preprocess-ms", "compute-ms", "host-ms", "copy-bytes"};
+	return n;
+}
+
+std::optional<uint64_t> parse_size(const std::string &s)
+{
+	if (s.empty() || !isdigit(static_cast<unsigned char>(s[0])))
+		return std::nullopt;
+	char *end;
+	errno = 0;
+	unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+	if (errno)
+		return std::nullopt;
+	std::string unit(end);
+	for (auto &ch : unit)
+		ch = static_cast<char>(tolower(static_cast<unsigned char>(ch)));
+	int shift = 0;
+	if (!unit.empty()) {
+		const std::string units = "kmg";
+		size_t u = units.find(unit[0]);
+		if (u == std::string::npos)
+			return std::nullopt;
+		std::string rest = unit.substr(1);
+		if (!rest.empty() && rest != "b" && rest != "ib")
+			return std::nullopt;
+		shift = 10 * static_cast<int>(u + 1);
+	}
+	if (v > (UINT64_MAX >> shift))
+		return std::nullopt;
+	return static_cast<uint64_t>(v) << shift;
+}
+
+namespace {
+
+std::optional<double> parse_ms(const std::string &s)
+{
+	char *end;
+	double v = std::strtod(s.c_str(), &end);
+	if (s.empty() || *end != '\0' || !std::isfinite(v))
+		return std::nullopt;
+	return v;
+}
+
+} // namespace
+
+std::string parse_change(const std::string &spec, KnobChange *c)
+{
+	std::stringstream ss(spec);
+	std::string item;
+	bool any = false;
+	while (std::getline(ss, item, ',')) {
+		if (item.empty())
+			continue;
+		any = true;
+		size_t eq = item.find('=');
+		if (eq == std::string::npos)
+			return "--change: '" + item + "' is not KNOB=VALUE";
+		std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+		bool twice = false, bad = false;
+		if (name == "preprocess-ms" || name == "compute-ms" || name == "host-ms") {
+			std::optional<double> &field = name == "preprocess-ms" ? c->preprocess_ms
+						       : name == "compute-ms"  ? c->compute_ms
+									       : c->host_ms;
+			auto v = parse_ms(value);
+			twice = field.has_value();
+			bad = !v;
+			if (v)
+				field = *v;
+		} else if (name == "copy-bytes") {
+			auto v = parse_size(value);
+			twice = c->copy_bytes.has_value();
+			bad = !v;
+			if (v)
+				c->copy_bytes = *v;
+		} else {
+			std::string known;
+			for (const auto &n : change_knob_names())
+				known += (known.empty() ? "" : ", ") + n;
+			return "--change: unknown knob '" + name + "' (known: " + known + ")";
+		}
+		if (twice)
+			return "--change: " + name + " given twice";
+		if (bad)
+			return "--change: " + name + ": cannot parse '" + value + "'";
+	}
+	if (!any)
+		return "--change: empty (want KNOB=VALUE[,KNOB=VALUE...])";
+	return "";
+}
+
+Knobs knobs_after_change(const Knobs &k, int rank)
+{
+	Knobs a = k;
+	const KnobChange &c = k.change;
+	if (!c.applies_to(rank))
+		return a;
+	if (c.preprocess_ms)
+		a.preprocess_ms = *c.preprocess_ms;
+	if (c.compute_ms)
+		a.compute_ms = *c.compute_ms;
+	if (c.host_ms)
+		a.host_ms = *c.host_ms;
+	if (c.copy_bytes)
+		a.copy_bytes = *c.copy_bytes;
+	return a;
+}
+
+std::vector<std::pair<std::string, double>> change_values(const KnobChange &c)
+{
+	std::vector<std::pair<std::string, double>> v;
+	if (!c.active())
+		return v;
+	if (c.preprocess_ms)
+		v.emplace_back("preprocess-ms", *c.preprocess_ms);
+	if (c.compute_ms)
+		v.emplace_back("compute-ms", *c.compute_ms);
+	if (c.host_ms)
+		v.emplace_back("host-ms", *c.host_ms);
+	if (c.copy_bytes)
+		v.emplace_back("copy-bytes", static_cast<double>(*c.copy_bytes));
+	return v;
+}
+
+std::optional<HangKind> parse_hang_kind(const std::string &s)
+{
+	if (s == "sleep")
+		return HangKind::kSleep;
+	if (s == "dread")
+		return HangKind::kDread;
+	return std::nullopt;
+}
+
+const char *hang_kind_name(HangKind k)
+{
+	return k == HangKind::kSleep ? "sleep" : "dread";
+}
+
+int64_t peer_wait_timeout_ms(const Knobs &k)
+{
+	return 30000 + k.hang.ms();
+}
+
+namespace {
+
+// The mid-run change and the hang; empty when both are usable.
+std::string validate_change_hang(const Knobs &k)
+{
+	std::ostringstream e;
+	const KnobChange &c = k.change;
+	const Hang &h = k.hang;
+	if (c.step >= 0 && !c.any_knob())
+		e << "--change-at-step needs --change KNOB=VALUE";
+	else if (c.any_knob() && c.step < 0)
+		e << "--change needs --change-at-step N";
+	else if (c.active() && (c.step < 1 || c.step >= k.steps))
+		e << "--change-at-step must be 1.." << k.steps - 1 << " (a step after the first and before --steps "
+		  << k.steps << "), got " << c.step;
+	else if (c.rank != -1 && !c.active())
+		e << "--change-rank needs --change-at-step and --change";
+	else if (c.rank < -1 || c.rank >= k.ranks)
+		e << "--change-rank " << c.rank << " does not exist with " << k.ranks << " ranks (-1: all)";
+	else if ((c.preprocess_ms && *c.preprocess_ms < 0) || (c.compute_ms && *c.compute_ms < 0) ||
+		 (c.host_ms && *c.host_ms < 0))
+		e << "--change: times (preprocess-ms, compute-ms, host-ms) must be >= 0";
+	else if (c.copy_bytes && *c.copy_bytes > (1ull << 30))
+		e << "--change: copy-bytes must be <= 1 GiB";
+	else if (c.copy_bytes && *c.copy_bytes > 0 && k.copy_chunk_bytes == 0)
+		e << "--copy-chunk-bytes must be > 0";
+	else if ((h.rank >= 0) != (h.step >= 0))
+		e << "--hang-rank and --hang-at-step go together";
+	else if (h.rank < -1 || h.rank >= k.ranks)
+		e << "--hang-rank " << h.rank << " does not exist with " << k.ranks << " ranks";
+	else if (h.step < -1 || h.step >= k.steps)
+		e << "--hang-at-step must be 0.." << k.steps - 1 << " (before --steps " << k.steps << "), got " << h.step;
+	else if (!(h.seconds > 0 && h.seconds <= 3600))
+		e << "--hang-s must be > 0 and <= 3600 (got " << h.seconds << ")";
+	return e.str();
+}
+
+} // namespace
+
 std::string validate(const Knobs &k)
 {
 	std::ostringstream e;
@@ -172,6 +358,8 @@ std::string validate(const Knobs &k)
 		e << "--straggler-slowdown must be >= 1";
 	else if (k.noise_per_cpu < 0 || k.noise_per_cpu > 16)
 		e << "--noise must be 0..16 hogs per CPU";
+	else
+		return validate_change_hang(k);
 	return e.str();
 }
 
@@ -212,7 +400,21 @@ std::string knobs_to_json(const Knobs &k)
 		{"nds", k.nds},
 		{"efa_verbs", k.efa_verbs},
 		{"mr_per_step_bytes", k.mr_per_step_bytes},
+		{"change_at_step", k.change.active() ? k.change.step : -1},
+		{"change_rank", k.change.rank},
+		{"hang_rank", k.hang.active() ? k.hang.rank : -1},
+		{"hang_at_step", k.hang.active() ? k.hang.step : -1},
+		{"hang_s", k.hang.seconds},
+		{"hang_kind", hang_kind_name(k.hang.kind)},
 	};
+	nlohmann::json change = nlohmann::json::object();
+	for (const auto &[name, v] : change_values(k.change)) {
+		if (v == std::floor(v) && std::fabs(v) < 1e15)
+			change[name] = static_cast<int64_t>(v); // 40, not 40.0
+		else
+			change[name] = v;
+	}
+	j["change"] = change;
 	return j.dump();
 }
 

@@ -6,11 +6,45 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace trainsim {
 
 enum class LoaderMode { kProcess, kThread };
+
+// A mid-run change (--change-at-step N --change KNOB=VALUE): from step N on
+// (0-based, as the truth numbers steps) the knobs that are set take these
+// values, on rank `rank` only or on every rank (-1). preprocess-ms applies to
+// the batches that feed step >= N (batch k feeds step k).
+struct KnobChange {
+	int step = -1; // -1: no change
+	int rank = -1; // -1: every rank
+	std::optional<double> preprocess_ms;
+	std::optional<double> compute_ms;
+	std::optional<double> host_ms;
+	std::optional<uint64_t> copy_bytes;
+
+	bool any_knob() const { return preprocess_ms || compute_ms || host_ms || copy_bytes; }
+	bool active() const { return step >= 0 && any_knob(); }
+	bool applies_to(int r) const { return active() && (rank < 0 || rank == r); }
+};
+
+// A hang (--hang-rank R --hang-at-step N): rank R's main thread blocks for
+// `seconds` at the start of step N, before it asks for its batch. kSleep:
+// in clock_nanosleep (state S); kDread: in read(2) on its device file, which
+// the device daemon answers only after `seconds` (state D: a page-cache read
+// waits killably for the page).
+enum class HangKind { kSleep, kDread };
+struct Hang {
+	int rank = -1; // -1: no hang
+	int step = -1;
+	double seconds = 30;
+	HangKind kind = HangKind::kSleep;
+
+	bool active() const { return rank >= 0 && step >= 0; }
+	int64_t ms() const { return active() ? static_cast<int64_t>(seconds * 1000.0 + 0.5) : 0; }
+};
 
 struct Knobs {
 	std::string scenario = "compute-bound";
@@ -78,6 +112,10 @@ struct Knobs {
 	std::string sysfs_root;
 	double efa_gbit = 0;
 	int nds = 1;
+
+	// Ground truth for change-point and hang detection.
+	KnobChange change;
+	Hang hang;
 };
 
 const std::vector<std::string> &scenario_names();
@@ -92,6 +130,33 @@ std::string validate(const Knobs &k);
 // "process" / "thread".
 std::optional<LoaderMode> parse_loader_mode(const std::string &s);
 const char *loader_mode_name(LoaderMode m);
+
+// The knobs --change can set, by their option names ("preprocess-ms", ...).
+const std::vector<std::string> &change_knob_names();
+
+// Adds "KNOB=VALUE[,KNOB=VALUE...]" to `c`. Returns an error message (empty
+// when the spec is good): an unknown knob, a bad value, a knob given twice.
+std::string parse_change(const std::string &spec, KnobChange *c);
+
+// The knobs after the change, as rank `rank` sees them from step
+// c.step on (a copy of `k` when the change does not apply to that rank).
+Knobs knobs_after_change(const Knobs &k, int rank);
+
+// The change's knobs by option name ("preprocess-ms" -> 40); empty when
+// there is no change.
+std::vector<std::pair<std::string, double>> change_values(const KnobChange &c);
+
+// "sleep" / "dread".
+std::optional<HangKind> parse_hang_kind(const std::string &s);
+const char *hang_kind_name(HangKind k);
+
+// "4096", "64k", "1m", "2g" (1024-based; "kb"/"kib" spellings too).
+std::optional<uint64_t> parse_size(const std::string &s);
+
+// The longest a rank can be held up in one step by the planned hang, plus
+// a margin: every timeout that waits for another rank (device barrier, NQ
+// poll, host all-reduce) must be at least this long.
+int64_t peer_wait_timeout_ms(const Knobs &k);
 
 // Parses "0,2-3" into {0,2,3}; nullopt on a malformed list.
 std::optional<std::vector<int>> parse_cpu_list(const std::string &s);

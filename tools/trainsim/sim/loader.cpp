@@ -98,8 +98,9 @@ void worker_loop(const LoaderConfig &cfg, int req_rd, int data_wr, char *slab, u
 			r.status = read_sample(sample_path(cfg.data_dir, static_cast<int>(s)),
 					       buf + static_cast<uint64_t>(j) * cfg.sample_bytes, cfg.sample_bytes);
 		}
+		double ms = req.index >= cfg.change_at_batch ? cfg.preprocess_ms_after : cfg.preprocess_ms;
 		if (r.status == 0)
-			r.checksum = burn_cpu(static_cast<int64_t>(cfg.preprocess_ms * 1e6), buf, batch_bytes);
+			r.checksum = burn_cpu(static_cast<int64_t>(ms * 1e6), buf, batch_bytes);
 		if (!write_full(data_wr, &r, sizeof(r)))
 			return;
 	}

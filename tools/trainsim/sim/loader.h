@@ -31,6 +31,10 @@ struct LoaderConfig {
 	uint64_t sample_bytes = 4096;
 	int dataset_samples = 1;
 	double preprocess_ms = 0;
+	// Batches with index >= change_at_batch take preprocess_ms_after
+	// (trainsim --change preprocess-ms=...; batch k feeds step k).
+	uint64_t change_at_batch = UINT64_MAX;
+	double preprocess_ms_after = 0;
 };
 
 struct Batch {

@@ -13,12 +13,14 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "nrt.h"
 #include "sim/clock.h"
 #include "sim/collective.h"
 #include "sim/cpu_work.h"
+#include "sim/hang.h"
 #include "sim/loader.h"
 #include "sim/pacing.h"
 #include "sim_protocol.h"
@@ -123,36 +125,62 @@ void pin_to_cpu(int rank)
 	sched_setaffinity(0, sizeof(set), &set); // 0: this thread only
 }
 
-int run(const RankContext &ctx)
-{
-	const Knobs &k = ctx.knobs;
-	prctl(PR_SET_NAME, "trainsim-main");
-	tr::Rank out;
-	out.rank = ctx.rank;
-	out.pid = getpid();
-	out.main_tid = static_cast<int>(syscall(SYS_gettid));
-	out.device = ctx.device_path;
+// Everything the step loop of one rank uses.
+struct Job {
+	explicit Job(const RankContext &c) : ctx(c), k(c.knobs), after(knobs_after_change(c.knobs, c.rank)) {}
 
-	// Loaders first, like a DataLoader iterator forking its workers; they
-	// do not inherit the device fd or the main thread's pinning.
+	const RankContext &ctx;
+	const Knobs &k; // the knobs before the change
+	const Knobs after; // from k.change.step on (a copy of k when no change applies here)
+	LoaderPool pool;
+	nrt_model_t *model = nullptr;
+	nrt_tensor_t *input = nullptr, *output = nullptr;
+	nrt_tensor_set_t *in_set = nullptr, *out_set = nullptr;
+	HostCollective coll;
+	bool host_cc = false;
+	std::vector<float> grads;
+	float expect = 0;
+	std::vector<char> staging;
+	char loss[4096];
+	int hang_fd = -1;
+	Recorder rec;
+	tr::Rank out;
+	std::optional<tr::Hang> hang;
+
+	const Knobs &at(int step) const { return k.change.applies_to(ctx.rank) && step >= k.change.step ? after : k; }
+};
+
+// Loaders first, like a DataLoader iterator forking its workers; they do
+// not inherit the device fd or the main thread's pinning.
+void start_loaders(Job &j)
+{
+	const Knobs &k = j.k;
+	double slow = j.ctx.rank == k.straggler_rank ? k.straggler_slowdown : 1.0;
 	LoaderConfig lc;
-	lc.data_dir = ctx.data_dir;
-	lc.rank = ctx.rank;
+	lc.data_dir = j.ctx.data_dir;
+	lc.rank = j.ctx.rank;
 	lc.workers = k.loader_workers;
 	lc.mode = k.loader_mode;
 	lc.prefetch = k.prefetch;
 	lc.batch_samples = k.batch_samples;
 	lc.sample_bytes = k.sample_bytes;
 	lc.dataset_samples = k.dataset_samples;
-	lc.preprocess_ms = k.preprocess_ms * (ctx.rank == k.straggler_rank ? k.straggler_slowdown : 1.0);
-	LoaderPool pool;
+	lc.preprocess_ms = k.preprocess_ms * slow;
+	if (k.change.applies_to(j.ctx.rank) && k.change.preprocess_ms) {
+		lc.change_at_batch = static_cast<uint64_t>(k.change.step); // batch k feeds step k
+		lc.preprocess_ms_after = j.after.preprocess_ms * slow;
+	}
 	std::string err;
-	fail_if(!pool.start(lc, &err), err);
-	out.loader_pids = pool.pids();
-	out.loader_tids = pool.tids();
-	if (k.pin_main)
-		pin_to_cpu(ctx.rank);
+	fail_if(!j.pool.start(lc, &err), err);
+	j.out.loader_pids = j.pool.pids();
+	j.out.loader_tids = j.pool.tids();
+}
 
+void start_runtime(Job &j)
+{
+	const Knobs &k = j.k;
+	const RankContext &ctx = j.ctx;
+	std::string err;
 	setenv("TRAINSIM_NEURON_DEVICE", ctx.device_path.c_str(), 1);
 	setenv("TRAINSIM_SYSFS_ROOT", k.sysfs_root.c_str(), 1);
 	setenv("TRAINSIM_EFA_GBIT", std::to_string(k.efa_gbit).c_str(), 1);
@@ -160,38 +188,210 @@ int run(const RankContext &ctx)
 		setenv("TRAINSIM_UVERBS_DEVICE", (k.dev_dir + "/uverbs0").c_str(), 1);
 	else
 		unsetenv("TRAINSIM_UVERBS_DEVICE");
+	// A planned hang holds the other ranks at the step's collective for as
+	// long as it lasts: the runtime must not time the execution out.
+	if (k.hang.active())
+		setenv("NEURON_RT_EXEC_TIMEOUT", std::to_string((peer_wait_timeout_ms(k) + 999) / 1000).c_str(), 1);
 	fail_if(nrt_init(NRT_FRAMEWORK_TYPE_PYTORCH, "2.1", "trainsim") != NRT_SUCCESS, "nrt_init failed");
 	std::string neff = build_neff(k);
-	nrt_model_t *model = nullptr;
-	fail_if(nrt_load(neff.data(), neff.size(), 0, 1, &model) != NRT_SUCCESS, "nrt_load failed");
-	nrt_tensor_t *input = nullptr, *output = nullptr;
-	if (k.copy_bytes > 0)
-		fail_if(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, k.copy_bytes, "input", &input) !=
-				NRT_SUCCESS,
+	fail_if(nrt_load(neff.data(), neff.size(), 0, 1, &j.model) != NRT_SUCCESS, "nrt_load failed");
+	// With a compute change, every execution says its compute time, so the
+	// descriptor copies look the same before and after the change.
+	if (k.change.applies_to(ctx.rank) && k.change.compute_ms)
+		trainsim_nrt_set_compute_ns(j.model, static_cast<uint64_t>(k.compute_ms * 1e6));
+	uint64_t copy_max = std::max(k.copy_bytes, j.after.copy_bytes);
+	if (copy_max > 0)
+		fail_if(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, copy_max, "input", &j.input) != NRT_SUCCESS,
 			"nrt_tensor_allocate(input) failed");
-	fail_if(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 4096, "loss", &output) != NRT_SUCCESS,
+	fail_if(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 4096, "loss", &j.output) != NRT_SUCCESS,
 		"nrt_tensor_allocate(loss) failed");
-	nrt_tensor_set_t *in_set = nullptr, *out_set = nullptr;
-	nrt_allocate_tensor_set(&in_set);
-	nrt_allocate_tensor_set(&out_set);
-	if (input)
-		nrt_add_tensor_to_tensor_set(in_set, "input", input);
-	nrt_add_tensor_to_tensor_set(out_set, "loss", output);
+	nrt_allocate_tensor_set(&j.in_set);
+	nrt_allocate_tensor_set(&j.out_set);
+	if (j.input)
+		nrt_add_tensor_to_tensor_set(j.in_set, "input", j.input);
+	nrt_add_tensor_to_tensor_set(j.out_set, "loss", j.output);
 
-	HostCollective coll;
-	bool host_cc = k.host_cc_bytes >= sizeof(float) && k.ranks > 1;
-	if (host_cc)
-		fail_if(!coll.connect(ctx.rank, k.ranks, ctx.listen_fd, ctx.next_port, mbit_to_pacing_bytes(k.net_mbit),
-				      &err),
+	j.host_cc = k.host_cc_bytes >= sizeof(float) && k.ranks > 1;
+	j.coll.set_timeout_ms(static_cast<int>(peer_wait_timeout_ms(k)));
+	if (j.host_cc)
+		fail_if(!j.coll.connect(ctx.rank, k.ranks, ctx.listen_fd, ctx.next_port, mbit_to_pacing_bytes(k.net_mbit),
+					&err),
 			err);
-	std::vector<float> grads(host_cc ? k.host_cc_bytes / sizeof(float) : 0);
-	const float expect = static_cast<float>(k.ranks * (k.ranks + 1) / 2);
-	std::vector<char> staging(k.copy_bytes);
-	char loss[4096];
+	j.grads.resize(j.host_cc ? k.host_cc_bytes / sizeof(float) : 0);
+	j.expect = static_cast<float>(k.ranks * (k.ranks + 1) / 2);
+	j.staging.resize(copy_max);
+	if (k.hang.active() && k.hang.rank == ctx.rank) {
+		j.hang_fd = hang_prepare(k.hang, ctx.device_path, &err);
+		fail_if(k.hang.kind == HangKind::kDread && j.hang_fd < 0, err);
+	}
+}
 
-	Recorder rec;
+// The planned hang, at the start of step s before the batch is asked for.
+void hang_if_planned(Job &j, int s)
+{
+	const Hang &h = j.k.hang;
+	if (!h.active() || h.rank != j.ctx.rank || h.step != s)
+		return;
+	int64_t d = j.rec.rd.read(), start = 0, end = 0;
+	std::string err;
+	fail_if(!hang_now(h, j.hang_fd, &start, &end, &err), err);
+	j.rec.step.phases.push_back(tr::Phase{"hang", tr::kOther, start, end, j.rec.rd.read() - d, false});
+	j.hang = tr::Hang{j.ctx.rank, s, hang_kind_name(h.kind), j.out.pid, j.out.main_tid, h.seconds, start, end};
+}
+
+// Steps 3 and 4: execute (queue kicks, busy-poll, device collective inside),
+// then read the loss back (loss.item()).
+void execute(Job &j, const Knobs &kk, int s)
+{
+	Recorder &rec = j.rec;
+	tr::Step &st = rec.step;
+	if (s == j.k.change.step && j.k.change.applies_to(j.ctx.rank) && j.k.change.compute_ms)
+		trainsim_nrt_set_compute_ns(j.model, static_cast<uint64_t>(kk.compute_ms * 1e6));
+	int64_t d = rec.rd.read();
+	NRT_STATUS es = nrt_execute(j.model, j.in_set, j.out_set);
+	int64_t rd_exec = rec.rd.read() - d;
+	trainsim_exec_info info{};
+	fail_if(trainsim_nrt_last_exec(&info) != 0, "no execution info");
+	fail_if(es != NRT_SUCCESS, "nrt_execute failed with status " + std::to_string(es));
+	add_exec_phases(st, info, rd_exec);
+	st.device_compute_ns = static_cast<int64_t>(info.planned_compute_ns);
+	st.device_collective_ns = static_cast<int64_t>(info.planned_cc_xfer_ns);
+	if (info.t_compute_end_ns >= info.t_dev_start_ns && info.t_done_ns >= info.t_compute_end_ns) {
+		st.device_compute_actual_ns = static_cast<int64_t>(info.t_compute_end_ns - info.t_dev_start_ns);
+		st.device_collective_actual_ns = static_cast<int64_t>(info.t_done_ns - info.t_compute_end_ns);
+	}
+
+	int64_t t = now_ns();
+	d = rec.rd.read();
+	fail_if(nrt_tensor_read(j.output, j.loss, 0, sizeof(j.loss)) != NRT_SUCCESS, "nrt_tensor_read failed");
+	rec.add("tensor_read", tr::kDmaSubmission, t, d);
+}
+
+// Step 5: host all-reduce over TCP, with a correctness check on the sum.
+void host_allreduce(Job &j)
+{
+	Recorder &rec = j.rec;
+	std::string err;
+	// Filling the gradient buckets is host CPU work, not the collective:
+	// the network is not involved yet.
+	int64_t t = now_ns(), d = rec.rd.read();
+	std::fill(j.grads.begin(), j.grads.end(), static_cast<float>(j.ctx.rank + 1));
+	rec.add("grad_fill", tr::kHostOverhead, t, d);
+	t = now_ns();
+	d = rec.rd.read();
+	uint64_t sent0 = j.coll.bytes_sent();
+	fail_if(!j.coll.allreduce(j.grads.data(), j.grads.size(), &err), err);
+	rec.add("host_allreduce", tr::kCollective, t, d);
+	// A ring all-reduce receives what it sends (counted by the fake
+	// adapter's flusher thread, off this thread).
+	trainsim_nrt_net_traffic(j.coll.bytes_sent() - sent0, j.coll.bytes_sent() - sent0);
+	fail_if(j.grads.front() != j.expect || j.grads.back() != j.expect || j.grads[j.grads.size() / 2] != j.expect,
+		"host all-reduce produced a wrong sum");
+}
+
+// One training step; its truth is left in j.rec.step.
+void run_step(Job &j, int s, int64_t start_ns)
+{
+	const Knobs &kk = j.at(s);
+	Recorder &rec = j.rec;
+	std::string err;
+	rec.step = tr::Step{};
+	tr::Step &st = rec.step;
+	st.index = s;
+	st.start_ns = start_ns;
+	hang_if_planned(j, s);
+
+	// 1. Take a batch: blocks in read() until the loader's message.
+	int64_t t = now_ns(), d = rec.rd.read();
+	if (st.phases.empty())
+		t = st.start_ns;
+	Batch b;
+	fail_if(!j.pool.next(static_cast<uint64_t>(s), &b, &err), err);
+	if (!j.staging.empty()) // collate into the pinned input buffer
+		memcpy(j.staging.data(), b.data, std::min<uint64_t>(b.bytes, j.staging.size()));
+	j.pool.release(static_cast<uint64_t>(s));
+	rec.add("data_wait", tr::kDataLoading, t, d);
+
+	// 2. Inputs to the device: one MEM_BUF_COPY64 per nrt_tensor_write.
+	if (kk.copy_bytes > 0) {
+		t = now_ns();
+		d = rec.rd.read();
+		for (uint64_t off = 0; off < kk.copy_bytes; off += kk.copy_chunk_bytes) {
+			uint64_t n = std::min(kk.copy_chunk_bytes, kk.copy_bytes - off);
+			fail_if(nrt_tensor_write(j.input, j.staging.data() + off, off, n) != NRT_SUCCESS,
+				"nrt_tensor_write failed");
+		}
+		rec.add("tensor_write", tr::kDmaSubmission, t, d);
+	}
+
+	execute(j, kk, s);
+
+	// 4b. A registration-cache miss: the communication library registers
+	// (and drops) a buffer with the adapter before the collective.
+	if (kk.mr_per_step_bytes > 0) {
+		t = now_ns();
+		d = rec.rd.read();
+		fail_if(trainsim_nrt_register_buffer(kk.mr_per_step_bytes) != 0, "memory registration failed");
+		rec.add("mr_register", tr::kCollective, t, d);
+	}
+	if (j.host_cc)
+		host_allreduce(j);
+
+	// 6. Host CPU work between steps (optimizer bookkeeping, Python).
+	if (kk.host_ms > 0) {
+		t = now_ns();
+		d = rec.rd.read();
+		burn_cpu(static_cast<int64_t>(kk.host_ms * 1e6), b.data, b.bytes);
+		rec.add("host_compute", tr::kHostOverhead, t, d);
+	}
+	st.end_ns = now_ns();
+	tr::compute_breakdown(st);
+}
+
+// Tears the runtime down and writes this rank's truth file.
+void finish(Job &j)
+{
+	j.pool.stop();
+	j.coll.close();
+	if (j.hang_fd >= 0)
+		close(j.hang_fd);
+	nrt_destroy_tensor_set(&j.in_set);
+	nrt_destroy_tensor_set(&j.out_set);
+	nrt_tensor_free(&j.input);
+	nrt_tensor_free(&j.output);
+	nrt_unload(j.model);
+	nrt_close();
+	std::vector<trainsim_verb_call> calls(static_cast<size_t>(std::max(0, trainsim_nrt_verb_calls(nullptr, 0))));
+	calls.resize(static_cast<size_t>(
+		std::min<int>(static_cast<int>(calls.size()), trainsim_nrt_verb_calls(calls.data(), static_cast<int>(calls.size())))));
+	for (const auto &c : calls)
+		j.out.verbs.push_back(tr::VerbCall{c.name, static_cast<int64_t>(c.enter_ns), static_cast<int64_t>(c.return_ns),
+						   c.bytes, c.ret});
+
+	tr::Truth t;
+	t.scenario = j.k.scenario;
+	t.ranks = j.k.ranks;
+	t.rank_data.push_back(std::move(j.out));
+	t.hang = j.hang;
+	std::string err;
+	fail_if(!tr::save(t, j.ctx.truth_out, &err), err);
+}
+
+int run(const RankContext &ctx)
+{
+	prctl(PR_SET_NAME, "trainsim-main");
+	Job j(ctx);
+	j.out.rank = ctx.rank;
+	j.out.pid = getpid();
+	j.out.main_tid = static_cast<int>(syscall(SYS_gettid));
+	j.out.device = ctx.device_path;
+	start_loaders(j);
+	if (j.k.pin_main)
+		pin_to_cpu(ctx.rank);
+	start_runtime(j);
+
 	int64_t prev_end = 0;
-	for (int s = 0; s < k.steps; s++) {
+	for (int s = 0; s < j.k.steps; s++) {
 		if (ctx.stop_step) {
 			// Ranks never drift more than one step apart while a collective
 			// links them, so "stop 2 steps after rank 0 saw the deadline" is
@@ -203,116 +403,11 @@ int run(const RankContext &ctx)
 			if (s >= ctx.stop_step->load())
 				break;
 		}
-		rec.step = tr::Step{};
-		tr::Step &st = rec.step;
-		st.index = s;
-		st.start_ns = prev_end ? prev_end : now_ns();
-
-		// 1. Take a batch: blocks in read() until the loader's message.
-		int64_t t = st.start_ns, d = rec.rd.read();
-		Batch b;
-		fail_if(!pool.next(static_cast<uint64_t>(s), &b, &err), err);
-		if (!staging.empty()) // collate into the pinned input buffer
-			memcpy(staging.data(), b.data, std::min<uint64_t>(b.bytes, staging.size()));
-		pool.release(static_cast<uint64_t>(s));
-		rec.add("data_wait", tr::kDataLoading, t, d);
-
-		// 2. Inputs to the device: one MEM_BUF_COPY64 per nrt_tensor_write.
-		if (input) {
-			t = now_ns();
-			d = rec.rd.read();
-			for (uint64_t off = 0; off < k.copy_bytes; off += k.copy_chunk_bytes) {
-				uint64_t n = std::min(k.copy_chunk_bytes, k.copy_bytes - off);
-				fail_if(nrt_tensor_write(input, staging.data() + off, off, n) != NRT_SUCCESS,
-					"nrt_tensor_write failed");
-			}
-			rec.add("tensor_write", tr::kDmaSubmission, t, d);
-		}
-
-		// 3. Execute (queue kicks, busy-poll, device collective inside).
-		d = rec.rd.read();
-		NRT_STATUS es = nrt_execute(model, in_set, out_set);
-		int64_t rd_exec = rec.rd.read() - d;
-		trainsim_exec_info info{};
-		fail_if(trainsim_nrt_last_exec(&info) != 0, "no execution info");
-		fail_if(es != NRT_SUCCESS, "nrt_execute failed with status " + std::to_string(es));
-		add_exec_phases(st, info, rd_exec);
-		st.device_compute_ns = static_cast<int64_t>(info.planned_compute_ns);
-		st.device_collective_ns = static_cast<int64_t>(info.planned_cc_xfer_ns);
-		if (info.t_compute_end_ns >= info.t_dev_start_ns && info.t_done_ns >= info.t_compute_end_ns) {
-			st.device_compute_actual_ns = static_cast<int64_t>(info.t_compute_end_ns - info.t_dev_start_ns);
-			st.device_collective_actual_ns = static_cast<int64_t>(info.t_done_ns - info.t_compute_end_ns);
-		}
-
-		// 4. Read the loss back (loss.item()).
-		t = now_ns();
-		d = rec.rd.read();
-		fail_if(nrt_tensor_read(output, loss, 0, sizeof(loss)) != NRT_SUCCESS, "nrt_tensor_read failed");
-		rec.add("tensor_read", tr::kDmaSubmission, t, d);
-
-		// 4b. A registration-cache miss: the communication library registers
-		// (and drops) a buffer with the adapter before the collective.
-		if (k.mr_per_step_bytes > 0) {
-			t = now_ns();
-			d = rec.rd.read();
-			fail_if(trainsim_nrt_register_buffer(k.mr_per_step_bytes) != 0, "memory registration failed");
-			rec.add("mr_register", tr::kCollective, t, d);
-		}
-
-		// 5. Host all-reduce over TCP, with a correctness check on the sum.
-		if (host_cc) {
-			// Filling the gradient buckets is host CPU work, not the
-			// collective: the network is not involved yet.
-			t = now_ns();
-			d = rec.rd.read();
-			std::fill(grads.begin(), grads.end(), static_cast<float>(ctx.rank + 1));
-			rec.add("grad_fill", tr::kHostOverhead, t, d);
-			t = now_ns();
-			d = rec.rd.read();
-			uint64_t sent0 = coll.bytes_sent();
-			fail_if(!coll.allreduce(grads.data(), grads.size(), &err), err);
-			rec.add("host_allreduce", tr::kCollective, t, d);
-			// A ring all-reduce receives what it sends (counted by the
-			// fake adapter's flusher thread, off this thread).
-			trainsim_nrt_net_traffic(coll.bytes_sent() - sent0, coll.bytes_sent() - sent0);
-			fail_if(grads.front() != expect || grads.back() != expect || grads[grads.size() / 2] != expect,
-				"host all-reduce produced a wrong sum");
-		}
-
-		// 6. Host CPU work between steps (optimizer bookkeeping, Python).
-		if (k.host_ms > 0) {
-			t = now_ns();
-			d = rec.rd.read();
-			burn_cpu(static_cast<int64_t>(k.host_ms * 1e6), b.data, b.bytes);
-			rec.add("host_compute", tr::kHostOverhead, t, d);
-		}
-
-		st.end_ns = now_ns();
-		prev_end = st.end_ns;
-		tr::compute_breakdown(st);
-		out.steps.push_back(std::move(st));
+		run_step(j, s, prev_end ? prev_end : now_ns());
+		prev_end = j.rec.step.end_ns;
+		j.out.steps.push_back(std::move(j.rec.step));
 	}
-
-	pool.stop();
-	coll.close();
-	nrt_destroy_tensor_set(&in_set);
-	nrt_destroy_tensor_set(&out_set);
-	nrt_tensor_free(&input);
-	nrt_tensor_free(&output);
-	nrt_unload(model);
-	nrt_close();
-	std::vector<trainsim_verb_call> calls(static_cast<size_t>(std::max(0, trainsim_nrt_verb_calls(nullptr, 0))));
-	calls.resize(static_cast<size_t>(
-		std::min<int>(static_cast<int>(calls.size()), trainsim_nrt_verb_calls(calls.data(), static_cast<int>(calls.size())))));
-	for (const auto &c : calls)
-		out.verbs.push_back(tr::VerbCall{c.name, static_cast<int64_t>(c.enter_ns), static_cast<int64_t>(c.return_ns),
-						 c.bytes, c.ret});
-
-	tr::Truth t;
-	t.scenario = k.scenario;
-	t.ranks = k.ranks;
-	t.rank_data.push_back(std::move(out));
-	fail_if(!tr::save(t, ctx.truth_out, &err), err);
+	finish(j);
 	return 0;
 }
 

@@ -114,10 +114,14 @@ struct MiniRuntime {
 			0);
 		CHECK(q.mem_handle != 0);
 	}
-	trainsim_nq_entry run(uint64_t seq)
+	// compute_ns >= 0: a COMPUTE descriptor before the EXEC one.
+	trainsim_nq_entry run(uint64_t seq, int64_t compute_ns = -1)
 	{
-		trainsim_desc desc{TRAINSIM_DESC_OP_EXEC, 0, seq};
-		neuron_arg_dma_copy_descriptors64 cd{ring, reinterpret_cast<uint64_t>(&desc), 1, 0, 0, 0, 0};
+		trainsim_desc descs[2] = {{TRAINSIM_DESC_OP_COMPUTE, 0, static_cast<uint64_t>(compute_ns)},
+					  {TRAINSIM_DESC_OP_EXEC, 0, seq}};
+		uint32_t n = compute_ns >= 0 ? 2 : 1;
+		neuron_arg_dma_copy_descriptors64 cd{ring, reinterpret_cast<uint64_t>(compute_ns >= 0 ? descs : descs + 1), n,
+						     0, 0, 0, 0};
 		REQUIRE(d.ioctl(self_tid(), NEURON_CMD_DMA_COPY_DESCRIPTORS64, reinterpret_cast<uint64_t>(&cd), nullptr, 0) ==
 			0);
 		neuron_arg_dma_queue_copy_start k1{1, 0, 1, 1}, k0{0, 0, 1, 1};
@@ -185,4 +189,39 @@ TEST_CASE("device: a collective whose partner never comes fails instead of hangi
 	MiniRuntime rt(d0, 1000000, 4096, 2);
 	trainsim_nq_entry e = rt.run(1);
 	CHECK(e.status == 1200); // NRT_EXEC_HW_ERR_COLLECTIVES
+}
+
+TEST_CASE("device: a COMPUTE descriptor sets that one execution's compute time", "[unit][device][change]")
+{
+	Fabric f(1);
+	Device d(0, DeviceConfig{}, f);
+	MiniRuntime rt(d, 30000000, 0, 1);
+	trainsim_nq_entry fast = rt.run(1, 5000000);
+	CHECK(fast.status == 0);
+	CHECK(fast.planned_compute_ns == 5000000);
+	CHECK(fast.t_compute_end_ns - fast.t_start_ns >= 5000000);
+	CHECK(fast.t_compute_end_ns - fast.t_start_ns < 25000000);
+	// Without one, the program's time again.
+	trainsim_nq_entry plain = rt.run(2);
+	CHECK(plain.planned_compute_ns == 30000000);
+	CHECK(plain.t_compute_end_ns - plain.t_start_ns >= 30000000);
+}
+
+TEST_CASE("device: stopping the fabric wakes an engine waiting for a hung partner", "[unit][device][hang]")
+{
+	DeviceConfig cfg;
+	cfg.devices = 2;
+	cfg.collective_timeout_ms = 60000;
+	Fabric f(2);
+	Device d0(0, cfg, f);
+	MiniRuntime rt(d0, 1000000, 4096, 2);
+	std::thread stopper([&] {
+		usleep(200000);
+		f.shutdown();
+	});
+	int64_t t0 = now_ns();
+	trainsim_nq_entry e = rt.run(1);
+	stopper.join();
+	CHECK(e.status == 1200); // failed at once, not after 60 s
+	CHECK(now_ns() - t0 < 3000000000);
 }
