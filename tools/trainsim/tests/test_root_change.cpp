@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "sim/clock.h"
+#include "sim/launcher.h"
 #include "tests/root_util.h"
 #include "truth.h"
 
@@ -122,13 +123,12 @@ struct HangWatch {
 };
 
 // Runs an 8-step job whose rank 1 hangs 3 s at step 5, sampling /proc every
-// 20 ms until the job ends.
-HangWatch watch_hang(const std::string &kind, char state, const std::string &sysno, const std::string &truth,
-		     const std::string &log)
+// 20 ms until the job ends. Its files (and the device mount) go in `dir`.
+HangWatch watch_hang(const std::string &kind, char state, const std::string &sysno, const std::string &dir)
 {
 	pid_t pid = spawn({kBin + "/trainsim", "--steps", "8", "--hang-rank", "1", "--hang-at-step", "5", "--hang-s",
-			   "3", "--hang-kind", kind, "--truth", truth},
-			  log);
+			   "3", "--hang-kind", kind, "--truth", dir + "/truth.json", "--dev-dir", dir + "/dev"},
+			  dir + "/log");
 	HangWatch w;
 	int r0 = -1, r1 = -1;
 	for (int64_t deadline = trainsim::now_ns() + 25000000000; trainsim::now_ns() < deadline; usleep(20000)) {
@@ -158,15 +158,18 @@ void check_hang(const std::string &kind, char state, long sysno)
 {
 	if (!can_fuse())
 		return;
+	// Its own --dev-dir: other jobs on this host may have trainsim mounts.
 	std::string dir = temp_dir("trainsim-test-hang-");
-	HangWatch w = watch_hang(kind, state, std::to_string(sysno), dir + "/truth.json", dir + "/log");
+	HangWatch w = watch_hang(kind, state, std::to_string(sysno), dir);
 	std::string log = slurp(dir + "/log"), err;
 	auto t = tr::load(dir + "/truth.json", &err);
-	fs::remove_all(dir);
+	bool mounted = trainsim::is_mount_point(dir + "/dev");
+	if (!mounted)
+		fs::remove_all(dir);
 	INFO(log);
+	CHECK_FALSE(mounted);
 	REQUIRE(w.code == 0);
 	REQUIRE(t);
-	CHECK(trainsim_mounts().empty());
 	check_structure(*t, 2, 8, 2);
 
 	// /proc while the hang was on: 20 ms samples over about 3 s.
@@ -219,14 +222,15 @@ TEST_CASE("change: preprocess-ms on one rank slows its data wait from step N on"
 	if (!can_fuse())
 		return;
 	// data-bound: one loader per rank, 40 ms per batch, the loader is the
-	// bottleneck, so the slower batch N is felt at step N.
+	// bottleneck, so the slower batch N is felt at step N. 6x slower, so
+	// that other load on the host cannot blur it.
 	auto r = run_trainsim({"--scenario", "data-bound", "--steps", "12", "--change-at-step", "6", "--change",
-			       "preprocess-ms=160", "--change-rank", "1"});
+			       "preprocess-ms=240", "--change-rank", "1"});
 	check_structure(r.truth, 2, 12, 1);
 	REQUIRE(r.truth.change);
 	CHECK(r.truth.change->step == 6);
 	CHECK(r.truth.change->rank == 1);
-	CHECK(r.truth.change->knobs == std::map<std::string, double>{{"preprocess-ms", 160}});
+	CHECK(r.truth.change->knobs == std::map<std::string, double>{{"preprocess-ms", 240}});
 	const tr::Rank &r0 = r.truth.rank_data[0], &r1 = r.truth.rank_data[1];
 	double b1 = mean_phase_ms(r1, "data_wait", 1, 6), a1 = mean_phase_ms(r1, "data_wait", 6, 12);
 	double b0 = mean_phase_ms(r0, "data_wait", 1, 6), a0 = mean_phase_ms(r0, "data_wait", 6, 12);
@@ -234,10 +238,10 @@ TEST_CASE("change: preprocess-ms on one rank slows its data wait from step N on"
 	double med = median_phase_ms(r1, "data_wait", 1, 6);
 	INFO("rank 1 data_wait " << b1 << " -> " << a1 << " ms (step 6: " << first << ", median before " << med
 				 << "); rank 0 " << b0 << " -> " << a0 << " ms");
-	CHECK(a1 > 2.0 * b1);
-	CHECK(a1 / b1 > 1.8 * (a0 / b0));
-	CHECK(first > 1.5 * med); // the first slowed step is N itself
-	CHECK(static_cast<double>(phase_ns(r1.steps[5], "data_wait")) / 1e6 < 1.5 * first);
+	CHECK(a1 > 2.5 * b1);
+	CHECK(a1 > 2.0 * a0); // the same steps on the rank without the change
+	CHECK(first > 2.0 * med); // the first slowed step is N itself
+	CHECK(first > 180);       // at least most of the new 240 ms of CPU time
 }
 
 TEST_CASE("change: compute-ms, host-ms and copy-bytes on every rank from step N on", "[root][change]")
@@ -284,9 +288,10 @@ TEST_CASE("SIGTERM during a hang ends the job promptly and leaves no mount", "[r
 		return;
 	for (std::string kind : {"dread", "sleep"}) {
 		INFO(kind);
-		std::string log = "/tmp/trainsim-test-hangterm.log";
+		std::string dev = temp_dir("trainsim-test-hangterm-");
+		std::string log = dev + ".log";
 		pid_t pid = spawn({kBin + "/trainsim", "--steps", "8", "--hang-rank", "1", "--hang-at-step", "3",
-				   "--hang-kind", kind},
+				   "--hang-kind", kind, "--dev-dir", dev},
 				  log);
 		int r1 = -1, code = -1;
 		char want = kind == "dread" ? 'D' : 'S';
@@ -306,11 +311,12 @@ TEST_CASE("SIGTERM during a hang ends the job promptly and leaves no mount", "[r
 		INFO(slurp(log));
 		CHECK(code == 130);
 		CHECK(took < 3000000000); // not the daemon's 5 s SIGKILL fallback, nor the hang
-		CHECK(trainsim_mounts().empty());
+		CHECK_FALSE(trainsim::is_mount_point(dev));
 		bool gone = false;
 		for (int i = 0; i < 100 && !gone; i++, usleep(20000))
 			gone = kill(r1, 0) != 0 || thread_now(r1, r1).state == 'Z';
 		CHECK(gone);
+		rmdir(dev.c_str());
 		unlink(log.c_str());
 	}
 }
