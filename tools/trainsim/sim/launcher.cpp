@@ -313,6 +313,10 @@ void cleanup(Job &j)
 	// Never recurse into a mount that failed to go away.
 	if (!j.work.empty() && (!j.own_dev || !is_mount_point(j.k.dev_dir)))
 		fs::remove_all(j.work, ec);
+	// The daemon's datastore folder next to a --dev-dir of the user's (its
+	// window files are gone with the daemon; only an empty folder goes).
+	if (!j.own_dev && !j.k.dev_dir.empty())
+		fs::remove(j.k.dev_dir + ".nds", ec);
 	if (!j.shm_sys.empty())
 		fs::remove_all(j.shm_sys, ec);
 	if (j.own_data && !j.k.data_dir.empty())
