@@ -638,7 +638,7 @@ TEST_CASE("daemon: a change in step time is logged with its rank and category, e
   std::string devdir = make_tmpdir("change-dev");
   std::string dev = devdir + "/accel0";
   std::ofstream(dev) << "x";
-  DaemonRun d("change", {"--window", "1", "--scan-ms", "100", "--accel-dev", dev});
+  DaemonRun d("change", {"--window", "1", "--scan-ms", "100", "--max-cpu", "100", "--accel-dev", dev});
   auto until = [&](auto pred) {
     auto end = std::chrono::steady_clock::now() + 20s;
     while (std::chrono::steady_clock::now() < end) {
@@ -662,6 +662,37 @@ TEST_CASE("daemon: a change in step time is logged with its rank and category, e
   CHECK(read_file(d.log).find("step time rose") != std::string::npos);
   CHECK(read_file(d.log).find("host_overhead +") != std::string::npos);
   CHECK(until([&] { return d.metric("steptrace_dumps_total", {"reason=\"step_time_change\""}) == 1; }));
+  std::system(("rm -rf '" + devdir + "'").c_str());
+}
+
+TEST_CASE("daemon: a job whose steps stop is reported as a hang (what its main thread does), dumped, and cleared",
+          "[root][daemon]") {
+  require_root();
+  std::string devdir = make_tmpdir("hang-dev");
+  std::string dev = devdir + "/accel0";
+  std::ofstream(dev) << "x";
+  DaemonRun d("hang", {"--window", "1", "--scan-ms", "100", "--max-cpu", "100", "--accel-dev", dev, "--hang-after", "2"});
+  auto until = [&](auto pred, std::chrono::seconds limit) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  };
+  // 15 ms steps; step 100 sleeps 8 s more: a stall in the job's own code.
+  Proc job({"/bin/sh", "-c", "exec 3<'" + dev + "'; exec " + std::string(MARKER_DEMO) + " 160 10 5 100 8000"},
+           d.dir + "/job.log");
+  CHECK(until([&] { return d.metric("steptrace_hang_active") == 1; }, 30s));
+  INFO(read_file(d.log).substr(0, 6000));
+  CHECK(d.metric("steptrace_hangs_total") == 1);
+  CHECK(read_file(d.log).find("HANG: no step ended") != std::string::npos);
+  CHECK(read_file(d.log).find("asleep in clock_nanosleep") != std::string::npos);
+  CHECK(until([&] { return d.metric("steptrace_dumps_total", {"reason=\"hang\""}) == 1; }, 15s));
+  // The steps go on: the hang is over, and counted once.
+  CHECK(until([&] { return d.metric("steptrace_hang_active") == 0; }, 20s));
+  CHECK(d.metric("steptrace_hangs_total") == 1);
+  CHECK(job.wait(30) == 0);
   std::system(("rm -rf '" + devdir + "'").c_str());
 }
 

@@ -36,20 +36,41 @@ struct Split {
   double stat = 0;
 };
 
-// The best split of y[lo, hi) (prefix sums in `sum`), or stat 0.
-Split best_split(const std::vector<double>& sum, size_t lo, size_t hi, double sigma, const ChangeOptions& opt) {
+// Prefix sums of a series and of its squares: any segment's mean and variance in O(1).
+struct Prefix {
+  std::vector<double> sum, sq;
+  explicit Prefix(const std::vector<double>& y) : sum(y.size() + 1, 0), sq(y.size() + 1, 0) {
+    for (size_t i = 0; i < y.size(); ++i) {
+      sum[i + 1] = sum[i] + y[i];
+      sq[i + 1] = sq[i] + y[i] * y[i];
+    }
+  }
+  double mean(size_t lo, size_t hi) const { return (sum[hi] - sum[lo]) / static_cast<double>(hi - lo); }
+  double var(size_t lo, size_t hi) const {
+    const double n = static_cast<double>(hi - lo), m = mean(lo, hi);
+    return std::max(0.0, (sq[hi] - sq[lo]) / n - m * m) * n / std::max(1.0, n - 1);
+  }
+};
+
+// The best split of y[lo, hi), or stat 0. Welch's statistic: each side
+// keeps its own spread (a regression often brings its own noise: a slow
+// loader worker makes every other step late), each floored at a quarter of
+// the series' noise so that a short quiet run is not taken for certainty.
+Split best_split(const Prefix& p, size_t lo, size_t hi, double sigma, const ChangeOptions& opt) {
   Split best;
   if (hi - lo < 2 * opt.min_segment) return best;
+  const double floor_var = 0.0625 * sigma * sigma;
   for (size_t k = lo + opt.min_segment; k + opt.min_segment <= hi; ++k) {
     const double nl = static_cast<double>(k - lo), nr = static_cast<double>(hi - k);
-    const double ml = (sum[k] - sum[lo]) / nl, mr = (sum[hi] - sum[k]) / nr;
-    const double stat = std::abs(mr - ml) / (sigma * std::sqrt(1.0 / nl + 1.0 / nr));
+    const double ml = p.mean(lo, k), mr = p.mean(k, hi);
+    const double se = std::sqrt(std::max(p.var(lo, k), floor_var) / nl + std::max(p.var(k, hi), floor_var) / nr);
+    const double stat = se > 0 ? std::abs(mr - ml) / se : 0;
     if (stat > best.stat && ml > 0 && std::abs(mr - ml) >= opt.min_change * ml) best = {k, stat};
   }
   return best;
 }
 
-void segment(const std::vector<double>& sum, const std::vector<double>& y, size_t lo, size_t hi, double sigma,
+void segment(const Prefix& sum, const std::vector<double>& y, size_t lo, size_t hi, double sigma,
              const ChangeOptions& opt, std::vector<size_t>& out) {
   if (out.size() >= opt.max_changes) return;
   const Split s = best_split(sum, lo, hi, sigma, opt);
@@ -155,9 +176,7 @@ std::vector<size_t> change_indices(const std::vector<double>& x, const ChangeOpt
   const double clip = std::max(4 * sigma, 0.25 * std::abs(med));
   std::vector<double> y(x);
   for (auto& v : y) v = std::clamp(v, med - clip, med + clip);
-  std::vector<double> sum(y.size() + 1, 0);
-  for (size_t i = 0; i < y.size(); ++i) sum[i + 1] = sum[i] + y[i];
-  segment(sum, y, 0, y.size(), sigma, opt, out);
+  segment(Prefix(y), y, 0, y.size(), sigma, opt, out);
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -4,13 +4,14 @@
 // time moved most. Offline over a report's steps (judge) and online over the
 // daemon's per-rank series (daemon/windows.cpp) with the same detector.
 //
-// The detector is binary segmentation with a two-sample statistic: for each
-// candidate split the difference of the means either side over its standard
-// error, the noise taken robustly from first differences (a level shift
-// moves one difference only), the steps winsorized so one very slow step is
-// not a level. A split is reported when the statistic passes `threshold`, the
-// means differ by `min_change` of the earlier one and both sides hold
-// `min_segment` steps; the halves are searched again for more.
+// The detector is binary segmentation with Welch's two-sample statistic: for
+// each candidate split the difference of the means either side over its
+// standard error, each side with its own spread (floored at a quarter of the
+// series' noise, taken robustly from first differences), the steps clipped
+// so that one very slow step is not a level. A split is reported when the
+// statistic passes `threshold`, the means and the medians differ by
+// `min_change` of the earlier one and both sides hold `min_segment` steps;
+// the halves are searched again for more.
 #pragma once
 
 #include <cstddef>

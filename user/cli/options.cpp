@@ -194,6 +194,10 @@ void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::ve
   app->add_flag("--no-device-counters", [&o](int64_t) { o.device_counters = false; },
                 "Do not sample the Neuron datastore, EFA counters or Neuron sysfs metrics");
   app->add_option("--json", o.json_path, "Write the summary as JSON to FILE (- for stdout)");
+  app->add_option("--hang-after", o.hang_after_s,
+                  "Report a hang when no step has ended for max(S, 10 x the step p99) seconds: which ranks wait in "
+                  "the collective and what the others are doing (default 5; 0: off)")
+      ->check(CLI::Range(0.0, 86400.0));
   add_output_flags(app, o);
   add_window_flags(app, o);
 }

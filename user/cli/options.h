@@ -65,6 +65,7 @@ struct Options {
   double window_s = 10;                  // --window: fold every this many seconds of trace (0: only at the cap)
   uint64_t max_memory_bytes = 1ull << 30; // --max-memory: the analysis' memory cap (0: none)
   uint32_t keep_steps = 4096;            // --keep-steps: steps per rank kept in detail
+  double hang_after_s = 5;               // --hang-after: a hang is no step ended for max(this, 10 x p99) s (0: off)
   int verbose = 0;
   uint32_t max_targets = 0;              // tests only (no flag): entries of the BPF target set, 0 = default
   uint32_t max_socks = 0;                // tests only (no flag): entries of the BPF socket LRU, 0 = default

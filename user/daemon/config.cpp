@@ -51,6 +51,8 @@ void add_flags(CLI::App& app, DaemonConfig& c) {
   app.add_option("--dump-dir", c.dump_dir, "Directory for flight-recorder captures");
   app.add_flag("--auto-dump,!--no-auto-dump", c.auto_dump, "Dump automatically when a step exceeds p99 x factor");
   app.add_option("--auto-dump-factor", c.auto_dump_factor, "Automatic dump threshold as a multiple of p99");
+  app.add_option("--hang-after", c.hang_after_s,
+                 "A hang is no step ended for max(S, 10 x the step p99) seconds: logged, exported and dumped (0: off)");
   app.add_option("--dump-min-interval", c.dump_min_interval_s,
                  "Minimum seconds between two automatic dumps, and between two requested ones (SIGUSR1, ctl dump)");
   app.add_option("--max-processes", c.max_processes, "Cap on tracked accelerator processes");
@@ -140,6 +142,7 @@ Result<Ok> apply_config_toml(const std::string& text, const std::string& origin,
         {"auto_dump", [&c](const toml::value& v, const std::string&) { c.auto_dump = v.as_boolean(); }},
         {"auto_dump_factor", dbl(c.auto_dump_factor)},
         {"dump_min_interval_seconds", dbl(c.dump_min_interval_s)},
+        {"hang_after_seconds", dbl(c.hang_after_s)},
         {"max_processes", u32(c.max_processes)},
         {"max_window_events",
          [&c](const toml::value& v, const std::string& k) {
@@ -208,6 +211,7 @@ Result<Ok> validate(const DaemonConfig& c) {
   if (c.flight_mib > 4096) return make_error("flight_recorder_mib must be at most 4096");
   if (!(c.auto_dump_factor >= 1)) return make_error("auto_dump_factor must be >= 1");
   if (!(c.dump_min_interval_s >= 0)) return make_error("dump_min_interval_seconds must be >= 0");
+  if (!(c.hang_after_s >= 0 && c.hang_after_s <= 86400)) return make_error("hang_after_seconds must be within 0..86400");
   if (c.max_processes == 0 || c.max_series == 0) return make_error("max_processes and max_series must be positive");
   if (c.dump_dir.empty() || c.dump_dir.front() != '/') return make_error("dump_dir must be an absolute path");
   return Ok{};

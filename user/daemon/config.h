@@ -44,6 +44,7 @@ struct DaemonConfig {
   std::string dump_dir = "/var/lib/steptrace";
   bool auto_dump = true;
   double auto_dump_factor = 3.0;       // a step longer than p99 x this triggers a dump
+  double hang_after_s = 30;            // a hang: no step ended for max(this, 10 x p99) s (0: off)
   // At most one automatic (slow-step) dump per this many seconds, and at most
   // one requested (SIGUSR1, steptrace ctl dump) dump: two limits, counted apart.
   double dump_min_interval_s = 300;

@@ -108,6 +108,7 @@ void Daemon::apply_runtime_config() {
   // Info is the floor for a daemon: journald keeps what it says.
   if (log::level() < log::Level::info) log::set_level(log::Level::info);
   budget_.set_budget(cfg_.max_cpu_percent);
+  hang_.set_floor(cfg_.hang_after_s);
   flight_.configure(static_cast<uint64_t>(cfg_.flight_seconds * 1e9), static_cast<uint64_t>(cfg_.flight_mib) << 20);
   std::vector<std::string> paths;
   for (const auto& p : cfg_.accel_devs) {
@@ -163,6 +164,7 @@ int Daemon::run() {
         return kExitCannotTrace;
       }
       pipe_.advance();
+      if (window_detail_) check_hang(now);
     }
     if (now >= next_discover_ns_) {
       discover();

@@ -145,6 +145,8 @@ class Daemon {
   // Change points in each training job's step series: log, count, dump.
   void watch_for_changes();
   void render_change_metrics(Exposition& x) const;
+  // Steps that stop ending (session/hang_watch.h): log, count, dump.
+  void check_hang(uint64_t now);
   void sample_cpu();
   void render_metrics();
   void render_step_metrics(Exposition& x) const;
@@ -236,6 +238,8 @@ class Daemon {
   std::map<std::string, RankSeries> series_;
   std::deque<double> step_history_;
   std::map<std::string, JobChange> changes_;  // by training job
+  HangWatch hang_;
+  uint64_t hangs_total_ = 0;
   Verdict verdict_;
   bool have_verdict_ = false;
   // The straggler of the last detailed window: its rank as the rank label

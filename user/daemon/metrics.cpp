@@ -242,7 +242,7 @@ void Daemon::render_housekeeping_metrics(Exposition& x) {
   x.family("steptrace_flight_recorder_records", "gauge", "Raw records held by the flight recorder");
   x.sample("steptrace_flight_recorder_records", host_labels({}), static_cast<double>(flight_.records()));
   x.family("steptrace_dumps_total", "counter", "Flight-recorder captures written, by trigger");
-  for (const char* c : {"signal", "control", "slow_step", "step_time_change"})
+  for (const char* c : {"signal", "control", "slow_step", "step_time_change", "hang"})
     x.sample("steptrace_dumps_total", host_labels({{"reason", c}}), static_cast<double>(dumps_ok_[c]));
   x.family("steptrace_dump_failures_total", "counter", "Flight-recorder captures that failed or were rate-limited");
   x.sample("steptrace_dump_failures_total", host_labels({}), static_cast<double>(dump_failures_));

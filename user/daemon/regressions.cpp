@@ -71,7 +71,28 @@ void Daemon::watch_for_changes() {
     it = by_job.count(it->first) ? std::next(it) : changes_.erase(it);
 }
 
+void Daemon::check_hang(uint64_t now) {
+  // Threads that began before their window have no comm event in it: named
+  // from /proc, as close_window does, or the probe finds no rank.
+  if (hang_.probe_due(now)) pipe_.name_threads(SysRoot());
+  auto h = hang_.check(now, pipe_.analysis(), SysRoot());
+  if (!h) return;
+  ++hangs_total_;
+  log::warn("{}", h->headline());
+  for (const auto& line : h->lines()) log::warn("  {}", line);
+  if (cfg_.auto_dump && now_s() - last_auto_dump_s_ >= cfg_.dump_min_interval_s) {
+    if (auto r = start_dump("hang", h->headline(), nullptr); r) last_auto_dump_s_ = now_s();
+    else log::error("flight recorder dump failed: {}", r.error().message);
+  }
+}
+
 void Daemon::render_change_metrics(Exposition& x) const {
+  x.family("steptrace_hangs_total", "counter", "Times no step ended for longer than the hang threshold");
+  x.sample("steptrace_hangs_total", host_labels({}), static_cast<double>(hangs_total_));
+  x.family("steptrace_hang_active", "gauge",
+           "1 while no step has ended for longer than max(hang_after_seconds, 10 x the step p99); the log names the "
+           "ranks that did not join the collective");
+  x.sample("steptrace_hang_active", host_labels({}), hang_.hung() ? 1 : 0);
   x.family("steptrace_step_time_changes_total", "counter",
            "Changes in a training job's step time found (>= 10 %, 8 steps either side), by direction");
   for (const auto& [job, c] : changes_) {

@@ -29,6 +29,7 @@ void Daemon::close_window(uint64_t now, const char* reason) {
   window_target_add_failed_ = 0;
   window_incomplete_ = delta.incomplete();
   JobAnalysis ja = pipe_.close_window(now, delta);
+  if (window_detail_) hang_.observe(ja);
   publish(ja, window_detail_);
   ++windows_total_;
   ++window_closes_[reason];

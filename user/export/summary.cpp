@@ -182,6 +182,8 @@ nlohmann::json summary_json(const SessionReport& r) {
   j["attach_tiers"] = tiers;
   j["tracer"] = {{"cpu_s", r.tracer_cpu_s}, {"ring_mib", r.ring_mib}, {"drain_ms", r.drain_ms}};
   j["warnings"] = r.warnings;
+  j["hangs"] = nlohmann::json::array();
+  for (const auto& h : r.hangs) j["hangs"].push_back(hang_json(h));
   j["runtime_libs"] = r.runtime_libs;
   j["job"] = job_json(r.job);
   j["source"] = provenance_json(r);

@@ -143,6 +143,15 @@ void verdict_section(std::string& o, const SessionReport& r, const Painter& pain
   }
   if (!r.capture_end.empty())
     o += paint(fit(fmt::format("  INCOMPLETE: the capture ended early ({})", r.capture_end)), "1;31") + "\n";
+  for (const auto& h : r.hangs) {
+    std::string head = wrap("  ", h.headline(), "    ");
+    if (!head.empty() && head.back() == '\n') head.pop_back();
+    o += paint(head, "1;31") + "\n";
+    o += fmt::format("    found {:.1f} s after the last step end; {}\n", static_cast<double>(h.detected_ns - h.since_ns) / 1e9,
+                     h.ended_ns ? fmt::format("steps went on {:.1f} s later", static_cast<double>(h.ended_ns - h.detected_ns) / 1e9)
+                                : std::string("still hung when tracing ended"));
+    for (const auto& line : h.lines()) o += wrap("    - ", line, "      ");
+  }
 }
 
 // Where the step time changed level, with the wall-clock time when known.

@@ -17,6 +17,7 @@
 #include "timeline/timeline_store.h"
 #include "timeline/socket_ids.h"
 #include "pipeline/step_ledger.h"
+#include "pipeline/hang_report.h"
 
 namespace steptrace {
 
@@ -102,6 +103,7 @@ struct SessionReport {
   uint64_t records = 0;
   uint64_t late_records = 0;
   WindowStats windows;  // how the session stayed bounded
+  std::vector<HangReport> hangs;  // live sessions: times the steps stopped (session/hang_watch.h)
   double tracer_cpu_s = 0;
   double wall_s = 0;
   uint32_t ring_mib = 0, drain_ms = 0;

@@ -223,6 +223,7 @@ Status Session::add_seeds(const SysRoot& root, const std::vector<uint32_t>& seed
 Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot& root) {
   std::unique_ptr<Session> s(new Session());
   s->opts_ = o;
+  s->hang_ = HangWatch(HangOptions{o.hang_after_s});
   s->root_ = root;
   s->features_ = probe_features(o.btf_path);
   // record: refuse an existing capture file before anything is loaded.
@@ -420,6 +421,7 @@ Status Session::run_loop(std::atomic<int>* signal) {
     // so the session ends as at the end of -d.
     if (write_failed_) request_stop(SIGTERM, writer_->end_reason() == "max_size" ? "max_size" : "capture write error");
     if (done()) break;
+    check_hang();
     if (ticker_ && monotonic_ns() - last_tick_ns_ >= 1'000'000'000ull) {
       last_tick_ns_ = monotonic_ns();
       ticker_();
@@ -488,7 +490,10 @@ Result<SessionReport> Session::finish() {
     report_.job_outcome = job_->outcome();
   }
   report_.end_reason = end_reason_.empty() ? "ended" : end_reason_;
+  hang_.close(report_.job);
+  report_.hangs = hang_.done();
   return std::move(report_);
 }
+
 
 }  // namespace steptrace

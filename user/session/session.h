@@ -21,6 +21,7 @@
 #include "loader/features.h"
 #include "loader/tracer.h"
 #include "pipeline/pipeline.h"
+#include "session/hang_watch.h"
 #include "pipeline/replay.h"
 #include "session/job_control.h"
 #include "signals/device_signals.h"
@@ -128,6 +129,8 @@ class Session {
   uint64_t start_mono_ns_ = 0;
   double start_cpu_s_ = 0;
   bool finished_ = false;
+  HangWatch hang_;  // steps that stop ending (--hang-after)
+  void check_hang();
 };
 
 

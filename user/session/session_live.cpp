@@ -14,6 +14,7 @@
 #include "session/session.h"
 #include "util/sys_root.h"
 #include "util/text.h"
+#include "util/log.h"
 #include "util/self_usage.h"
 
 namespace steptrace {
@@ -46,6 +47,14 @@ void Session::analyse(LiveSnapshot& s) {
   SessionReport& r = s.report;
   r.job = r.analysis.finish(r.window_end_ns, r.drops);
   mark_window_losses(r);
+}
+
+// Said at once on stderr (the session may never end on its own), and kept for the report.
+void Session::check_hang() {
+  auto h = hang_.check(monotonic_ns(), pipe_.analysis(), root_);
+  if (!h) return;
+  log::warn("{}", h->headline());
+  for (const auto& line : h->lines()) log::warn("  {}", line);
 }
 
 void Session::request_stop(int sig, std::string reason) {
