@@ -241,8 +241,12 @@ std::optional<HangReport> HangWatch::check(uint64_t now_ns, const Analysis& live
   probe(now_ns, live);
   // Before the steps begin (start-up, compilation: minutes) and once every
   // rank is gone, a probe every half threshold; while stalled, every second.
+  // Each probe without steps waits twice as long as the last, up to a minute
+  // (`attach --all` on a host with no training job must not analyse its
+  // whole window every few seconds).
   const bool started = steps_seen_ >= opt_.min_steps && !ranks_.empty();
-  next_probe_ns_ = now_ns + (started ? kSecond : std::max<uint64_t>(kSecond, threshold / 2));
+  idle_probe_ns_ = started ? 0 : std::min<uint64_t>(60 * kSecond, std::max<uint64_t>(threshold / 2, 2 * idle_probe_ns_));
+  next_probe_ns_ = now_ns + (started ? kSecond : std::max<uint64_t>(kSecond, idle_probe_ns_));
   if (open_) {
     if (last_progress_ns_ > before) {
       hangs_.back().ended_ns = now_ns;

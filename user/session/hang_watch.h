@@ -51,7 +51,7 @@ class HangWatch {
   HangReport describe(uint64_t now_ns, const Analysis& live, const SysRoot& root) const;
 
   HangOptions opt_;
-  uint64_t next_check_ns_ = 0, next_probe_ns_ = 0;
+  uint64_t next_check_ns_ = 0, next_probe_ns_ = 0, idle_probe_ns_ = 0;
   uint64_t last_progress_ns_ = 0;
   double p99_s_ = 0;
   size_t steps_seen_ = 0;
