@@ -153,3 +153,16 @@ TEST_CASE("change points: a series shorter than two segments has none, and a fla
   for (size_t i = 50; i < step.size(); ++i) step[i] = 12.0;
   CHECK(change_indices(step) == std::vector<size_t>{50});
 }
+
+TEST_CASE("change points: a slowdown that makes every other step wait (one slow loader of two) is found",
+          "[unit][changes]") {
+  Plan p;
+  p.steps = 80;
+  auto r1 = series(p, [](int k, CategoryNs& ns) {
+    if (k >= 40) ns[kData] += static_cast<uint64_t>(k % 2 ? 450e6 : 10e6) + static_cast<uint64_t>(k % 7) * 30'000'000;
+  });
+  auto changes = find_changes({{1, &r1}});
+  REQUIRE(changes.size() == 1);
+  CHECK(std::abs(changes[0].step - 41) <= 2);
+  CHECK(changes[0].cause == Category::data_loading);
+}

@@ -163,7 +163,9 @@ void name_cause(ChangePoint& cp, const std::vector<RankChange>& members, const s
 
 }  // namespace
 
-std::vector<size_t> change_indices(const std::vector<double>& x, const ChangeOptions& opt) {
+namespace {
+
+std::vector<size_t> segment_series(const std::vector<double>& x, const ChangeOptions& opt) {
   std::vector<size_t> out;
   if (opt.min_segment == 0 || x.size() < 2 * opt.min_segment) return out;
   const double med = median_of(x);
@@ -178,6 +180,22 @@ std::vector<size_t> change_indices(const std::vector<double>& x, const ChangeOpt
   for (auto& v : y) v = std::clamp(v, med - clip, med + clip);
   segment(Prefix(y), y, 0, y.size(), sigma, opt, out);
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::vector<size_t> change_indices(const std::vector<double>& x, const ChangeOptions& opt) {
+  auto out = segment_series(x, opt);
+  if (!out.empty() || opt.min_segment < 2) return out;
+  // Steps that alternate (two loader workers, one slow: every other step
+  // waits) hide a change in their spread: searched again as the means of
+  // consecutive pairs, which the alternation leaves level.
+  std::vector<double> pairs;
+  for (size_t i = 0; i + 1 < x.size(); i += 2) pairs.push_back((x[i] + x[i + 1]) / 2);
+  ChangeOptions half = opt;
+  half.min_segment = opt.min_segment / 2;
+  for (size_t k : segment_series(pairs, half)) out.push_back(2 * k);
   return out;
 }
 
