@@ -229,7 +229,8 @@ void HangWatch::close(const JobAnalysis& ja) {
 bool HangWatch::probe_due(uint64_t now_ns) const {
   if (!enabled() || now_ns < next_check_ns_) return false;
   const uint64_t threshold = static_cast<uint64_t>(threshold_s() * 1e9);
-  const bool stalled = last_progress_ns_ == 0 || now_ns - last_progress_ns_ > threshold;
+  // (A step end past now_ns, from a window closed a moment later, is progress.)
+  const bool stalled = last_progress_ns_ == 0 || (now_ns > last_progress_ns_ && now_ns - last_progress_ns_ > threshold);
   return open_ || (stalled && now_ns >= next_probe_ns_);
 }
 
@@ -255,7 +256,8 @@ std::optional<HangReport> HangWatch::check(uint64_t now_ns, const Analysis& live
     return std::nullopt;
   }
   if (steps_seen_ < opt_.min_steps || last_progress_ns_ == 0) return std::nullopt;
-  if (now_ns - last_progress_ns_ <= static_cast<uint64_t>(threshold_s() * 1e9)) return std::nullopt;
+  if (now_ns <= last_progress_ns_ || now_ns - last_progress_ns_ <= static_cast<uint64_t>(threshold_s() * 1e9))
+    return std::nullopt;
   HangReport h = describe(now_ns, live, root);
   if (h.ranks.empty()) {  // every rank is gone: the job ended, it did not hang
     ranks_.clear();
