@@ -8,6 +8,7 @@
 #include "attribution/device_signal_pass.h"
 #include "attribution/step_attribution.h"
 #include "attribution/verdict.h"
+#include "attribution/what_if.h"
 
 namespace steptrace {
 
@@ -140,6 +141,8 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
 void judge(JobAnalysis& job, const TimelineStore& tl, const DropStats& drops) {
   job.verdict = decide_verdict(job, tl, drops);
   annotate_verdict_with_signals(job);
+  job.what_if = what_if(job);
+  annotate_verdict_with_what_if(job);
 }
 
 }  // namespace steptrace

@@ -40,6 +40,19 @@ void split_data_wait(const steps::RankSteps& r, uint64_t s, uint64_t e, uint64_t
   }
 }
 
+// Loaders' busy time during [s, e), summed over them: on a CPU, waiting for
+// one, or waiting on storage. What the main thread does not wait for of it
+// overlapped the step (prefetch).
+uint64_t loader_busy(const steps::RankSteps& r, uint64_t s, uint64_t e) {
+  uint64_t ns = 0;
+  for (const auto* lt : r.loader_threads)
+    for (auto it = segs_ending_after(*lt, s); it != lt->segs.end() && it->start < e; ++it)
+      if (it->state == ThreadState::running || it->state == ThreadState::runnable ||
+          it->state == ThreadState::disk_wait)
+        ns += overlap_ns(it->start, it->end, s, e);
+  return ns;
+}
+
 // Inside execution [a, b): the end of the last queue kick (the device starts
 // then) and the poller's notice of completion (its first ioctl after the
 // kicks - the acknowledgement - or the return).
@@ -305,6 +318,7 @@ void attribute_step(const steps::RankSteps& r, uint64_t typical_device_ns, StepR
     st.data_preprocess_ns = dl;
   }
   if (st.arrival_ns == 0 && !exec.empty()) st.arrival_ns = exec.front().first;
+  st.loader_busy_ns = loader_busy(r, ws, we);
 }
 
 }  // namespace steptrace

@@ -3,6 +3,7 @@
 
 #include "export/provenance.h"
 #include "export/report_stats.h"
+#include "export/what_if_view.h"
 #include "util/text.h"
 
 #include <fmt/core.h>
@@ -89,7 +90,7 @@ nlohmann::json job_json(const JobAnalysis& job) {
                       {"counted_steps_with_calls", f.counted_steps_with_calls}});
   return {{"verdict", verdict}, {"mean_share", shares}, {"skipped_warmup_steps", job.skipped_warmup_steps},
           {"ranks", ranks}, {"device_signals", signals::summary_to_json(job.signals)},
-          {"efa_control_path", fabric}};
+          {"efa_control_path", fabric}, {"what_if", what_if_json(job.what_if)}};
 }
 
 nlohmann::json summary_json(const SessionReport& r) {
