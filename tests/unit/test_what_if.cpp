@@ -197,6 +197,21 @@ TEST_CASE("what-if: a single rank and uncoupled ranks each take their own path",
     CHECK(w.items.front().rank == -1);
     CHECK(w.items.front().category == Category::data_loading);
   }
+  SECTION("the waits for a CPU inside the copies go with them, the execution submission stays") {
+    JobAnalysis job;
+    CategoryNs with = ns;
+    with[static_cast<size_t>(Category::cpu_contention)] = 10 * kMs;
+    job.ranks.push_back(rank_of(0, 4, with, false));
+    // Of the 20 ms of DMA submission, 3 ms submit the execution: that stays.
+    for (auto& st : job.ranks[0].steps) {
+      st.contention_under[static_cast<size_t>(Category::dma_submission)] = 8 * kMs;
+      st.exec_submit_ns = 3 * kMs;
+    }
+    const WhatIfReport w = what_if(job);
+    const WhatIf* dma = find(w, 0, Category::dma_submission);
+    REQUIRE(dma);
+    CHECK(dma->saving_ns == Approx(static_cast<double>(25 * kMs)));
+  }
   SECTION("no counted steps: nothing to say") {
     JobAnalysis job;
     job.ranks.push_back(rank_of(0, 1, ns, false));
@@ -223,6 +238,7 @@ TEST_CASE("what-if: busy loaders that keep ahead of the main thread would not he
 
   SECTION("loaders that are not busy are not worth a note") {
     for (auto& st : job.ranks[0].steps) st.loader_busy_ns = 5 * kMs;
-    CHECK_FALSE(find(what_if(job), 0, Category::data_loading));
+    const WhatIfReport quiet = what_if(job);
+    CHECK_FALSE(find(quiet, 0, Category::data_loading));
   }
 }

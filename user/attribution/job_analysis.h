@@ -44,6 +44,15 @@ struct StepResult {
   // inside the step, summed over the rank's loaders: slow loaders that keep
   // ahead of the main thread (prefetch) cost it no data_loading wait.
   uint64_t loader_busy_ns = 0;
+  // cpu_contention by what the main thread waited for a CPU inside of: a
+  // copy's ioctl (dma_submission), a collective, its wake-up from a wait for
+  // a batch (data_loading); `other` where it was none of these. Removing a
+  // category in the what-if removes these waits with it.
+  CategoryNs contention_under{};
+  // Of dma_submission, what submits executions (descriptor writes, queue
+  // kicks): every execution needs it, so the what-if keeps it when the
+  // copies go.
+  uint64_t exec_submit_ns = 0;
   Category gating = Category::other;
   signals::StepDeviceSignals dev;   // device counters (NDS, EFA, proxy threads) for this step
   uint64_t duration() const { return end_ns - start_ns; }

@@ -104,10 +104,26 @@ WhatIf make(const Ctx& c, WhatIfKind kind, size_t ri, std::optional<Category> ca
   return w;
 }
 
+// What goes when a category's work goes: its time and the waits for a CPU
+// inside it (a copy's ioctl, the wake-up from a wait for a batch); of DMA
+// submission, the copies, not the submission of executions (every
+// execution needs its descriptors and queue kicks).
+double removable(const StepResult& st, Category cat) {
+  if (cat == Category::cpu_contention) return static_cast<double>(st.ns[at(cat)]);
+  uint64_t ns = st.ns[at(cat)] + st.contention_under[at(cat)];
+  if (cat == Category::dma_submission) ns -= std::min(ns, st.exec_submit_ns);
+  return static_cast<double>(ns);
+}
+
+std::string fix_words(Category cat) {
+  return cat == Category::dma_submission ? std::string("remove the host-device copies (dma_submission)")
+                                         : fmt::format("remove {}", category_name(cat));
+}
+
 PathChange remove_on(size_t ri, Category cat) {
   return [ri, cat](PathStep& p) {
     for (size_t m = 0; m < p.st.size(); ++m)
-      if (ri == kEvery || p.rank[m] == ri) p.own[m] -= static_cast<double>(p.st[m]->ns[at(cat)]);
+      if (ri == kEvery || p.rank[m] == ri) p.own[m] -= removable(*p.st[m], cat);
   };
 }
 
@@ -148,7 +164,7 @@ void remove_categories(const Ctx& c, std::vector<WhatIf>& helps, std::vector<Wha
     for (size_t ri = 0; ri < n; ++ri) {
       const Saving s = saving_of(c.steps, remove_on(ri, cat));
       WhatIf w = make(c, WhatIfKind::remove_category, ri, cat,
-                      fmt::format("remove {} on {}", category_name(cat), rank_words(c, ri)), s);
+                      fmt::format("{} on {}", fix_words(cat), rank_words(c, ri)), s);
       best_single = std::max(best_single, w.saving_ns);
       const RankMeans m = means_of(c, ri);
       if (w.helps) {
@@ -160,11 +176,11 @@ void remove_categories(const Ctx& c, std::vector<WhatIf>& helps, std::vector<Wha
       } else if (cat == Category::data_loading && m.step_ns > 0 && m.loader_busy_ns >= kLargeShare * m.step_ns) {
         // Slow loaders that keep ahead: the main thread hardly waits for them.
         const auto& r = c.job.ranks[ri];
+        const size_t workers = r.loader_pids.empty() ? r.loader_tids.size() : r.loader_pids.size();
         w.reason = fmt::format("off the critical path: rank {}'s loaders work {:.1f} ms per {:.1f} ms step ({} "
-                               "loader workers) but keep ahead of the main thread (prefetch): it waits {:.2f} ms "
+                               "loader worker{}) but keep ahead of the main thread (prefetch): it waits {:.2f} ms "
                                "per step for batches",
-                               r.rank, ms(m.loader_busy_ns), ms(m.step_ns),
-                               r.loader_pids.empty() ? r.loader_tids.size() : r.loader_pids.size(),
+                               r.rank, ms(m.loader_busy_ns), ms(m.step_ns), workers, workers == 1 ? "" : "s",
                                ms(m.per_step(Category::data_loading)));
         notes.push_back(std::move(w));
       }
@@ -172,7 +188,7 @@ void remove_categories(const Ctx& c, std::vector<WhatIf>& helps, std::vector<Wha
     if (n < 2) continue;
     const Saving s = saving_of(c.steps, remove_on(kEvery, cat));
     WhatIf w = make(c, WhatIfKind::remove_category, kEvery, cat,
-                    fmt::format("remove {} on every rank", category_name(cat)), s);
+                    fmt::format("{} on every rank", fix_words(cat)), s);
     // One rank's fix that does nearly as much says more.
     if (w.helps && best_single < 0.9 * w.saving_ns) {
       w.reason = helps_because(c, kEvery, s);
@@ -212,11 +228,11 @@ void straggler_to_median(const Ctx& c, std::vector<WhatIf>& helps) {
 void dma_overlapped(const Ctx& c, std::vector<WhatIf>& helps) {
   const Saving s = saving_of(c.steps, [](PathStep& p) {
     for (size_t m = 0; m < p.st.size(); ++m)
-      p.own[m] -= static_cast<double>(
-          std::min(p.st[m]->ns[at(Category::dma_submission)], p.st[m]->ns[at(Category::device_execute)]));
+      p.own[m] -= std::min(removable(*p.st[m], Category::dma_submission),
+                           static_cast<double>(p.st[m]->ns[at(Category::device_execute)]));
   });
   WhatIf w = make(c, WhatIfKind::dma_overlapped, kEvery, Category::dma_submission,
-                  "overlap DMA submission with device compute on every rank", s);
+                  "overlap the host-device copies with device compute on every rank", s);
   if (!w.helps) return;
   w.reason = "copies for the next step while the device computes: the step keeps the longer of the two";
   helps.push_back(std::move(w));
