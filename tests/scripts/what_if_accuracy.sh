@@ -36,9 +36,9 @@ run dma 30 --scenario dma-bound
 # a copy's time.
 run dma.fixed 100 --scenario dma-bound --copy-bytes 0
 run dma.1m 100 --scenario dma-bound --copy-bytes 1m --copy-chunk-bytes 1m
-# Rank 1's loaders preprocess 6x slower (24 ms a batch, two workers) but
+# Rank 1's loaders preprocess 4x slower (16 ms a batch, two workers) but
 # stay ahead of 40 ms steps: the main thread does not wait for them.
-run offpath 30 --scenario compute-bound --straggler-rank 1 --straggler-slowdown 6
+run offpath 30 --scenario compute-bound --straggler-rank 1 --straggler-slowdown 4
 
 $py - "$t" <<'PY'
 import json, sys

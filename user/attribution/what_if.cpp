@@ -304,9 +304,12 @@ void annotate_verdict_with_what_if(JobAnalysis& job) {
   } else {
     v.evidence.push_back("what-if: no single fix saves 1 % of the step or more");
   }
-  size_t said = 0;
+  // One cost that would not help: the verdict's own category if it is one
+  // (the largest share, off the critical path), else the first.
+  const WhatIf* note = nullptr;
   for (const auto& n : w.items)
-    if (!n.helps && said++ < 2) v.evidence.push_back(fmt::format("what-if: would not help: {}: {}", n.fix, n.reason));
+    if (!n.helps && (!note || (n.category == v.category && note->category != v.category))) note = &n;
+  if (note) v.evidence.push_back(fmt::format("what-if: would not help: {}: {}", note->fix, note->reason));
 }
 
 }  // namespace steptrace

@@ -17,7 +17,7 @@ namespace steptrace {
 // are read).
 WhatIfReport what_if(const JobAnalysis& job);
 
-// The top fix (and up to two that would not help) as evidence; the advice
+// The top fix (and one cost whose fix would not help) as evidence; the advice
 // gets the predicted saving when the top fix is what it advises.
 void annotate_verdict_with_what_if(JobAnalysis& job);
 

@@ -85,8 +85,9 @@ std::vector<PathStep> path_steps(const JobAnalysis& job) {
 
 Saving saving_of(const std::vector<PathStep>& steps, const PathChange& change) {
   Saving s;
+  PathStep changed;  // one scratch step: assignment reuses its vectors' storage
   for (const PathStep& base : steps) {
-    PathStep changed = base;
+    changed = base;
     change(changed);
     for (double& w : changed.own) w = std::max(w, 0.0);
     for (double& c : changed.coll) c = std::max(c, 0.0);

@@ -40,7 +40,7 @@ WhatIfText what_if_text(const WhatIfReport& w, size_t max_helps) {
       t.lines.push_back(fmt::format("{}. fix: {} -> step -{:.1f} ms (-{:.1f} %) to {:.1f} ms", n, x.fix,
                                     ms(x.saving_ns), x.saving_pct, ms(x.predicted_step_ns)));
     } else {
-      t.lines.push_back(fmt::format("would not help: {} (-{:.1f} %): {}", x.fix, x.saving_pct, x.reason));
+      t.lines.push_back(fmt::format("would not help: {} (saves {:.1f} %): {}", x.fix, x.saving_pct, x.reason));
     }
   }
   if (n > max_helps) t.lines.push_back(fmt::format("({} more fixes in the JSON report)", n - max_helps));
