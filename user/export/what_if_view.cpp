@@ -43,7 +43,8 @@ WhatIfText what_if_text(const WhatIfReport& w, size_t max_helps) {
       t.lines.push_back(fmt::format("would not help: {} (saves {:.1f} %): {}", x.fix, x.saving_pct, x.reason));
     }
   }
-  if (n > max_helps) t.lines.push_back(fmt::format("({} more fixes in the JSON report)", n - max_helps));
+  if (n > max_helps)
+    t.lines.push_back(fmt::format("({} more fix{} in the JSON report)", n - max_helps, n - max_helps > 1 ? "es" : ""));
   if (n == 0) t.lines.insert(t.lines.begin(), "no single fix saves 1 % of the step or more");
   return t;
 }
