@@ -73,9 +73,9 @@ TEST_CASE("export: terminal report puts the verdict first and fits 100 columns",
         CHECK(columns(l) <= kReportColumns);
       }
       CHECK((text.find('\x1b') != std::string::npos) == color);
-      // Section order: verdict, steps, percentiles, evidence, ranks, footer.
-      std::vector<std::string> order = {"VERDICT:", "Steps of rank", "Percentiles over", "Evidence", "Ranks (share",
-                                        "Events and overhead"};
+      // Section order: verdict, steps, percentiles, evidence, what-if, ranks, footer.
+      std::vector<std::string> order = {"VERDICT:", "Steps of rank", "Percentiles over", "Evidence", "What if (",
+                                        "Ranks (share", "Events and overhead"};
       size_t pos = 0;
       for (const auto& s : order) {
         size_t p = text.find(s, pos);
@@ -329,6 +329,29 @@ TEST_CASE("export: HTML is self-contained and embeds the same analysis", "[expor
   CHECK(data["job"] == json::parse(job_json(r.job).dump()));
   CHECK(data["categories"].size() == kCategories);
   CHECK(html.find("class=\"straggler\"") != std::string::npos);
+}
+
+TEST_CASE("export: the what-if says the same in the text, JSON and HTML, top fix first", "[export]") {
+  const auto& r = straggler();
+  const auto& w = r.job.what_if;
+  REQUIRE_FALSE(w.items.empty());
+  REQUIRE(w.items.front().helps);
+  const json j = job_json(r.job)["what_if"];
+  REQUIRE(j.size() == w.items.size());
+  CHECK(j[0]["fix"] == w.items.front().fix);
+  CHECK(j[0]["rank"] == r.job.verdict.straggler_rank);  // the straggler's own fix comes first
+  const std::string text = format_report_text(r, {false, 0});
+  const size_t at = text.find("What if (");
+  REQUIRE(at != std::string::npos);
+  CHECK(text.find("  1. fix: " + w.items.front().fix + " -> step -", at) != std::string::npos);
+  const std::string html = html_report(r);
+  const size_t table = html.find("<table id=\"what-if\">");
+  REQUIRE(table != std::string::npos);
+  size_t rows = 0;
+  for (size_t p = html.find("<tr><td>", table); p != std::string::npos && p < html.find("</table>", table);
+       p = html.find("<tr><td>", p + 1))
+    ++rows;
+  CHECK(rows == w.items.size());
 }
 
 TEST_CASE("export: HTML escapes what it embeds", "[export]") {

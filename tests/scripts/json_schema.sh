@@ -25,6 +25,7 @@ for path in sys.argv[2:]:
     assert not errs, f"{path} does not match the schema"
     assert doc["job"]["ranks"], "no ranks in the real report"
     assert sum(len(r["steps"]) for r in doc["job"]["ranks"]) > 0
+    assert any(w["helps"] for w in doc["job"]["what_if"]), "no what-if fix in the straggler's report"
 # A capture that ended early names how (record --max-size, a full disk).
 d = copy.deepcopy(doc); d["capture_end"] = "write_error: No space left on device"; d["incomplete"] = True
 assert v.is_valid(d), "capture_end rejected"
@@ -35,6 +36,8 @@ d = copy.deepcopy(doc); del d["job"]["verdict"]["category"]; bad.append(d)
 d = copy.deepcopy(doc); d["job"]["ranks"][0]["steps"][0]["categories"]["device_execute"] = -1; bad.append(d)
 d = copy.deepcopy(doc); d["job"]["verdict"]["category"] = "gpu_bound"; bad.append(d)
 d = copy.deepcopy(doc); d["schema"] = "steptrace.summary/2"; bad.append(d)
+d = copy.deepcopy(doc); d["job"]["what_if"][0]["helps"] = "yes"; bad.append(d)
+d = copy.deepcopy(doc); d["job"]["what_if"][0]["category"] = "gpu_bound"; bad.append(d)
 for i, d in enumerate(bad):
     assert not v.is_valid(d), f"broken document {i} passed validation"
 print("schema ok:", len(sys.argv) - 2, "documents valid,", len(bad), "broken ones rejected")

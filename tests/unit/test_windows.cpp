@@ -290,7 +290,8 @@ TEST_CASE("sockets: a reused socket address starts a new socket with its own tup
   CHECK(a.collectors.socks.count(addr) == 1);
 }
 
-TEST_CASE("painter: the sweep splits a window as an instant-by-instant reference does", "[windows]") {
+TEST_CASE("painter: the sweep splits a window as an instant-by-instant reference does, and names what lies beneath contention",
+          "[windows]") {
   // Random paints with equal priorities, nested and overlapping, long ones
   // across many short ones; the reference walks every nanosecond.
   uint64_t seed = 12345;
@@ -306,20 +307,26 @@ TEST_CASE("painter: the sweep splits a window as an instant-by-instant reference
       uint64_t a = 900 + rnd(600), len = rnd(4) == 0 ? rnd(500) : rnd(30);
       paints.push_back({a, a + len, static_cast<int>(rnd(6)), static_cast<Category>(rnd(kCategories))});
     }
-    CategoryNs want{};
-    for (uint64_t t = ws; t < we; ++t) {
+    // And, where cpu_contention wins, what wins without it (Painted::under).
+    CategoryNs want{}, want_under{};
+    auto winner = [&](uint64_t t, bool skip_contention) {
       int best = -1;
       uint64_t best_start = 0;
       Category cat = Category::other;
       for (const auto& p : paints) {
-        if (p.start > t || p.end <= t) continue;
+        if (p.start > t || p.end <= t || (skip_contention && p.category == Category::cpu_contention)) continue;
         if (p.priority > best || (p.priority == best && p.start < best_start)) {
           best = p.priority;
           best_start = p.start;
           cat = p.category;
         }
       }
+      return cat;
+    };
+    for (uint64_t t = ws; t < we; ++t) {
+      const Category cat = winner(t, false);
       ++want[static_cast<size_t>(cat)];
+      if (cat == Category::cpu_contention) ++want_under[static_cast<size_t>(winner(t, true))];
     }
     // Equal priority and equal start is a tie either answer may take: only
     // compare rounds without one.
@@ -331,6 +338,9 @@ TEST_CASE("painter: the sweep splits a window as an instant-by-instant reference
     if (tie) continue;
     INFO("round " << round);
     CHECK(paint_window(ws, we, paints) == want);
+    const Painted under = paint_window_under(ws, we, paints, Category::cpu_contention);
+    CHECK(under.ns == want);
+    CHECK(under.under == want_under);
   }
 }
 

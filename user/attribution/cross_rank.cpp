@@ -122,6 +122,7 @@ void cross_rank(std::vector<RankWork>& ranks, int skip) {
       }
       coupled = all && max_end - min_end <= tolerance;
     }
+    for (StepResult* st : step) st->coupled = coupled;
     // A rank that really arrives late holds the first one back: the first
     // waits in the collective for about the lateness more than the late one
     // does. Where both wait alike (a symmetric job whose ranks' steps were

@@ -17,11 +17,22 @@ struct Paint {
   uint64_t start, end;
   int priority;
   Category category;
+  bool tagged = false;  // counted apart where it wins (Painted::tagged_ns)
 };
 
-inline CategoryNs paint_window(uint64_t ws, uint64_t we, const std::vector<Paint>& paints,
-                               Category fallback = Category::other) {
-  CategoryNs out{};
+// A window painted, and for the time `over` wins (a thread waiting for a
+// CPU), the category that would have won without it: what the thread waited
+// inside of (a copy, a collective, its wake-up from a wait). The what-if
+// removes such waits with the work they were part of.
+struct Painted {
+  CategoryNs ns{};
+  CategoryNs under{};      // time painted `over`, by the category beneath it
+  uint64_t tagged_ns = 0;  // time won by tagged paints
+};
+
+inline Painted paint_window_under(uint64_t ws, uint64_t we, const std::vector<Paint>& paints, Category over,
+                                  Category fallback = Category::other) {
+  Painted out;
   if (we <= ws) return out;
   std::vector<uint64_t> cuts{ws, we};
   for (const auto& p : paints) {
@@ -35,6 +46,7 @@ inline CategoryNs paint_window(uint64_t ws, uint64_t we, const std::vector<Paint
   // priority (then earliest start); one that has ended leaves when it comes
   // to the top. Each piece costs a log, not a scan of every paint that began
   // before it (a long execution paint kept that scan going for the whole step).
+  // A second queue holds the paints other than `over`.
   std::vector<const Paint*> live;
   for (const auto& p : paints)
     if (p.end > ws && p.start < we && p.end > p.start) live.push_back(&p);
@@ -43,17 +55,30 @@ inline CategoryNs paint_window(uint64_t ws, uint64_t we, const std::vector<Paint
     if (x->priority != y->priority) return x->priority < y->priority;
     return x->start > y->start;
   };
-  std::priority_queue<const Paint*, std::vector<const Paint*>, decltype(lower)> active(lower);
+  using Queue = std::priority_queue<const Paint*, std::vector<const Paint*>, decltype(lower)>;
+  Queue active(lower), beneath(lower);
   size_t next = 0;
   for (size_t i = 0; i + 1 < cuts.size(); ++i) {
     uint64_t a = cuts[i], b = cuts[i + 1];
-    while (next < live.size() && live[next]->start <= a) active.push(live[next++]);
+    for (; next < live.size() && live[next]->start <= a; ++next) {
+      active.push(live[next]);
+      if (over != Category::count_ && live[next]->category != over) beneath.push(live[next]);
+    }
     while (!active.empty() && active.top()->end <= a) active.pop();
     // Cuts fall on every start and end: a paint that has begun and not ended covers [a, b).
     const Category cat = active.empty() ? fallback : active.top()->category;
-    out[static_cast<size_t>(cat)] += b - a;
+    out.ns[static_cast<size_t>(cat)] += b - a;
+    if (!active.empty() && active.top()->tagged) out.tagged_ns += b - a;
+    if (cat != over) continue;
+    while (!beneath.empty() && beneath.top()->end <= a) beneath.pop();
+    out.under[static_cast<size_t>(beneath.empty() ? fallback : beneath.top()->category)] += b - a;
   }
   return out;
+}
+
+inline CategoryNs paint_window(uint64_t ws, uint64_t we, const std::vector<Paint>& paints,
+                               Category fallback = Category::other) {
+  return paint_window_under(ws, we, paints, Category::count_, fallback).ns;
 }
 
 }  // namespace steptrace

@@ -8,6 +8,7 @@
 #include "attribution/device_signal_pass.h"
 #include "attribution/step_attribution.h"
 #include "attribution/verdict.h"
+#include "attribution/what_if.h"
 
 namespace steptrace {
 
@@ -141,6 +142,8 @@ void judge(JobAnalysis& job, const TimelineStore& tl, const DropStats& drops) {
   job.verdict = decide_verdict(job, tl, drops);
   annotate_verdict_with_signals(job);
   job.changes = find_changes(job);
+  job.what_if = what_if(job);
+  annotate_verdict_with_what_if(job);
 }
 
 }  // namespace steptrace

@@ -13,6 +13,7 @@
 #include "attribution/change_points.h"
 #include "attribution/fabric_setup.h"
 #include "attribution/step_histogram.h"
+#include "attribution/what_if_types.h"
 #include "capture/drop_stats.h"
 #include "signals/step_signals.h"
 #include "steps/rank_steps.h"
@@ -39,6 +40,20 @@ struct StepResult {
   uint64_t fabric_ns = 0;           // their time inside the step
   uint64_t fabric_reg_bytes = 0;    // memory they registered
   bool straggler = false;           // this rank arrived last (and late) at a coupled collective
+  bool coupled = false;             // a collective holds this step's ranks together (cross_rank)
+  // Loader threads' busy time (on a CPU, waiting for one, or on storage)
+  // inside the step, summed over the rank's loaders: slow loaders that keep
+  // ahead of the main thread (prefetch) cost it no data_loading wait.
+  uint64_t loader_busy_ns = 0;
+  // cpu_contention by what the main thread waited for a CPU inside of: a
+  // copy's ioctl (dma_submission), a collective, its wake-up from a wait for
+  // a batch (data_loading); `other` where it was none of these. Removing a
+  // category in the what-if removes these waits with it.
+  CategoryNs contention_under{};
+  // Of dma_submission, what submits executions (descriptor writes, queue
+  // kicks): every execution needs it, so the what-if keeps it when the
+  // copies go.
+  uint64_t exec_submit_ns = 0;
   Category gating = Category::other;
   signals::StepDeviceSignals dev;   // device counters (NDS, EFA, proxy threads) for this step
   uint64_t duration() const { return end_ns - start_ns; }
@@ -87,6 +102,7 @@ struct JobAnalysis {
   int skipped_warmup_steps = 1;
   signals::DeviceSignalsSummary signals;  // which device signals were available and what they say
   FabricSummary fabric;                   // EFA control path (uverbs calls) as setup events
+  WhatIfReport what_if;                   // predicted step time per fix (attribution/what_if.h)
   // Counted steps of every rank that are no longer in ranks[].steps (a long
   // session keeps the most recent in detail): percentiles cover them from here.
   StepDistribution out_of_detail;

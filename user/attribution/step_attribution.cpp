@@ -40,6 +40,19 @@ void split_data_wait(const steps::RankSteps& r, uint64_t s, uint64_t e, uint64_t
   }
 }
 
+// Loaders' busy time during [s, e), summed over them: on a CPU, waiting for
+// one, or waiting on storage. What the main thread does not wait for of it
+// overlapped the step (prefetch).
+uint64_t loader_busy(const steps::RankSteps& r, uint64_t s, uint64_t e) {
+  uint64_t ns = 0;
+  for (const auto* lt : r.loader_threads)
+    for (auto it = segs_ending_after(*lt, s); it != lt->segs.end() && it->start < e; ++it)
+      if (it->state == ThreadState::running || it->state == ThreadState::runnable ||
+          it->state == ThreadState::disk_wait)
+        ns += overlap_ns(it->start, it->end, s, e);
+  return ns;
+}
+
 // Inside execution [a, b): the end of the last queue kick (the device starts
 // then) and the poller's notice of completion (its first ioctl after the
 // kicks - the acknowledgement - or the return).
@@ -155,7 +168,7 @@ std::vector<const Span*> paint_spans(const ThreadTimeline& t, uint64_t ws, uint6
         for (const auto& [a, b] : exec)
           if (s.start >= a && s.end <= b) ack_in_exec = true;
       if ((c == NEURON_CLASS_SUBMIT || c == NEURON_CLASS_SYNC) && !ack_in_exec)
-        paints.push_back({s.start, s.end, 9, Category::dma_submission});
+        paints.push_back({s.start, s.end, 9, Category::dma_submission, true});  // StepResult::exec_submit_ns
       if (c == NEURON_CLASS_COPY) {
         paints.push_back({s.start, s.end, 5, Category::dma_submission});
         st.copy_bytes += s.bytes;
@@ -225,6 +238,10 @@ Exec paint_segments(const steps::RankSteps& r, const Exec& exec, uint64_t typica
       case ThreadState::disk_wait:
         if (r.loaders.count(g.waker_tid)) {
           paints.push_back({g.start, g.end, 3, Category::data_loading});
+          // Its wake-up's wait for a CPU is contention, beneath which lies
+          // the wait for the batch (interval_painter.h: Painted::under).
+          if (auto nx = std::next(it); nx != t.segs.end() && nx->state == ThreadState::runnable)
+            paints.push_back({nx->start, nx->end, 0, Category::data_loading});
           data_waits.emplace_back(std::max(g.start, ws), std::min(g.end, we));
         } else if (r.comm_threads.count(g.waker_tid)) {
           // Woken by the thread that moves the collective's bytes: waiting for it.
@@ -292,7 +309,10 @@ void attribute_step(const steps::RankSteps& r, uint64_t typical_device_ns, StepR
   paint_host_collectives(t, net, ws, exec, st, paints);
   const Exec data_waits = paint_segments(r, exec, typical_device_ns, st, paints);
   paint_in_flight(r, st, paints);
-  st.ns = paint_window(ws, we, paints);
+  const Painted painted = paint_window_under(ws, we, paints, Category::cpu_contention);
+  st.ns = painted.ns;
+  st.contention_under = painted.under;
+  st.exec_submit_ns = painted.tagged_ns;
   // Split data loading into storage and preprocessing by what the loaders did meanwhile.
   uint64_t io = 0, cpu = 0;
   for (const auto& [a, b] : data_waits) split_data_wait(r, a, b, &io, &cpu);
@@ -305,6 +325,7 @@ void attribute_step(const steps::RankSteps& r, uint64_t typical_device_ns, StepR
     st.data_preprocess_ns = dl;
   }
   if (st.arrival_ns == 0 && !exec.empty()) st.arrival_ns = exec.front().first;
+  st.loader_busy_ns = loader_busy(r, ws, we);
 }
 
 }  // namespace steptrace

@@ -8,6 +8,7 @@
 
 #include "export/report_stats.h"
 #include "export/summary.h"
+#include "export/what_if_view.h"
 
 namespace steptrace {
 namespace {
@@ -190,6 +191,7 @@ std::string html_report(const SessionReport& r) {
   o += "<h2>Evidence</h2>\n<ul id=\"evidence\">\n";
   for (const auto& e : v.evidence) o += "<li>" + html_escape(e) + "</li>\n";
   o += "</ul>\n";
+  o += what_if_html(job.what_if);
 
   o += "<h2>Every step's breakdown</h2>\n<div class=\"legend\" id=\"legend\"></div>\n<div id=\"chart\"></div>\n";
   o += "<noscript><p>The charts need JavaScript; the tables below do not.</p></noscript>\n";

@@ -3,6 +3,7 @@
 
 #include "export/provenance.h"
 #include "export/report_stats.h"
+#include "export/what_if_view.h"
 #include "util/text.h"
 
 #include <fmt/core.h>
@@ -103,7 +104,7 @@ nlohmann::json job_json(const JobAnalysis& job) {
                        {"text", describe_change(c)}});
   return {{"verdict", verdict}, {"mean_share", shares}, {"skipped_warmup_steps", job.skipped_warmup_steps},
           {"ranks", ranks}, {"device_signals", signals::summary_to_json(job.signals)},
-          {"efa_control_path", fabric}, {"changes", changes}};
+          {"efa_control_path", fabric}, {"changes", changes}, {"what_if", what_if_json(job.what_if)}};
 }
 
 nlohmann::json summary_json(const SessionReport& r) {

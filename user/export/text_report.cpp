@@ -11,6 +11,7 @@
 
 #include "export/provenance.h"
 #include "export/report_stats.h"
+#include "export/what_if_view.h"
 #include "util/text.h"
 
 namespace steptrace {
@@ -216,6 +217,12 @@ void ranks_sections(std::string& o, const SessionReport& r, const TextStyle& sty
     if (v.evidence.empty()) o += "  (none)\n";
     for (const auto& e : v.evidence) o += wrap("  - ", e, "    ");
     changes_section(o, r, paint);
+
+    // 4b. What if: the fixes ranked by the step time they would save.
+    if (const WhatIfText w = what_if_text(job.what_if); !w.title.empty()) {
+      o += "\n" + paint(fit(w.title), "1") + "\n";
+      for (const auto& line : w.lines) o += wrap("  ", line, "      ");
+    }
 
     // 5. Ranks, straggler marked.
     o += "\n" + paint("Ranks (share of each counted step)", "1") + "\n";
