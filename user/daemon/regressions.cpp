@@ -101,23 +101,26 @@ void Daemon::render_change_metrics(Exposition& x) const {
     x.sample("steptrace_step_time_changes_total", host_labels({{"training_job", job}, {"direction", "faster"}}),
              static_cast<double>(c.total[0]));
   }
+  // Each family's samples right after its own # TYPE line (the text format's rule).
   x.family("steptrace_step_time_change_ratio", "gauge",
            "The last change in step time: mean step time after it over before it (1: none found)");
-  x.family("steptrace_step_time_change_timestamp_seconds", "gauge", "Unix time of the first step after the last change");
-  x.family("steptrace_step_time_change_cause_seconds", "gauge",
-           "The last change: how much the category that moved most changed per step, on its rank");
   for (const auto& [job, c] : changes_) {
     const bool any = c.total[0] + c.total[1] > 0;
     x.sample("steptrace_step_time_change_ratio", host_labels({{"training_job", job}}),
              any && c.last.before_ms > 0 ? c.last.after_ms / c.last.before_ms : 1.0);
-    if (!any) continue;
-    x.sample("steptrace_step_time_change_timestamp_seconds", host_labels({{"training_job", job}}), c.wall_s);
-    if (c.last.cause_rank >= 0)
+  }
+  x.family("steptrace_step_time_change_timestamp_seconds", "gauge", "Unix time of the first step after the last change");
+  for (const auto& [job, c] : changes_)
+    if (c.total[0] + c.total[1] > 0)
+      x.sample("steptrace_step_time_change_timestamp_seconds", host_labels({{"training_job", job}}), c.wall_s);
+  x.family("steptrace_step_time_change_cause_seconds", "gauge",
+           "The last change: how much the category that moved most changed per step, on its rank");
+  for (const auto& [job, c] : changes_)
+    if (c.total[0] + c.total[1] > 0 && c.last.cause_rank >= 0)
       x.sample("steptrace_step_time_change_cause_seconds",
                host_labels({{"training_job", job}, {"rank", c.cause_rank},
                             {"category", std::string(category_name(c.last.cause))}}),
                c.last.cause_delta_ms / 1e3);
-  }
 }
 
 }  // namespace steptrace::daemon
