@@ -168,6 +168,11 @@ std::string to_json(const Truth &t, int indent)
 			js["device_collective_ns"] = s.device_collective_ns;
 			js["device_compute_actual_ns"] = s.device_compute_actual_ns;
 			js["device_collective_actual_ns"] = s.device_collective_actual_ns;
+			js["throttled_ns"] = s.throttled_ns;
+			js["softirq_ns"] = s.softirq_ns;
+			js["loader_memstall_ns"] = s.loader_memstall_ns;
+			js["loader_memstall_some_ns"] = s.loader_memstall_some_ns;
+			js["loader_memstall_full_ns"] = s.loader_memstall_full_ns;
 			js["breakdown"] = s.breakdown;
 			json phases = json::array();
 			for (const auto &p : s.phases)
@@ -176,7 +181,9 @@ std::string to_json(const Truth &t, int indent)
 						  {"start_ns", p.start_ns},
 						  {"end_ns", p.end_ns},
 						  {"run_delay_ns", p.run_delay_ns},
-						  {"busy_wait", p.busy_wait}});
+						  {"busy_wait", p.busy_wait},
+						  {"throttled_ns", p.throttled_ns},
+						  {"softirq_ns", p.softirq_ns}});
 			js["phases"] = std::move(phases);
 			steps.push_back(std::move(js));
 		}
@@ -189,6 +196,23 @@ std::string to_json(const Truth &t, int indent)
 					 {"bytes", v.bytes},
 					 {"ret", v.ret}});
 		jr["verbs"] = std::move(verbs);
+		if (r.steals.any()) {
+			const RankSteals &x = r.steals;
+			jr["steals"] = {{"cpu_cgroup", x.cpu_cgroup},
+					{"cpu_cgroup_version", x.cpu_cgroup_version},
+					{"cpu_quota_us", x.cpu_quota_us},
+					{"cpu_period_us", x.cpu_period_us},
+					{"loader_memory_cgroup", x.loader_memory_cgroup},
+					{"loader_memory_version", x.loader_memory_version},
+					{"loader_memory_limit_bytes", x.loader_memory_limit_bytes},
+					{"loader_psi_cgroup", x.loader_psi_cgroup},
+					{"loader_psi_cgroups", x.loader_psi_cgroups},
+					{"loader_memory_counters", x.loader_memory_counters},
+					{"softirq_cpu", x.softirq_cpu},
+					{"softirq_method", x.softirq_method},
+					{"softirq_pps", number(x.softirq_pps)},
+					{"softirq_unmatched", x.softirq_unmatched}};
+		}
 		ranks.push_back(std::move(jr));
 	}
 	j["ranks"] = std::move(ranks);
@@ -228,6 +252,11 @@ std::optional<Truth> from_json(const std::string &text, std::string *err)
 				s.device_collective_ns = js.at("device_collective_ns").get<int64_t>();
 				s.device_compute_actual_ns = js.value("device_compute_actual_ns", int64_t{0});
 				s.device_collective_actual_ns = js.value("device_collective_actual_ns", int64_t{0});
+				s.throttled_ns = js.value("throttled_ns", int64_t{0});
+				s.softirq_ns = js.value("softirq_ns", int64_t{0});
+				s.loader_memstall_ns = js.value("loader_memstall_ns", int64_t{0});
+				s.loader_memstall_some_ns = js.value("loader_memstall_some_ns", int64_t{0});
+				s.loader_memstall_full_ns = js.value("loader_memstall_full_ns", int64_t{0});
 				for (const auto &jp : js.at("phases")) {
 					Phase p;
 					p.name = jp.at("name").get<std::string>();
@@ -238,6 +267,8 @@ std::optional<Truth> from_json(const std::string &text, std::string *err)
 					p.end_ns = jp.at("end_ns").get<int64_t>();
 					p.run_delay_ns = jp.at("run_delay_ns").get<int64_t>();
 					p.busy_wait = jp.value("busy_wait", false);
+					p.throttled_ns = jp.value("throttled_ns", int64_t{0});
+					p.softirq_ns = jp.value("softirq_ns", int64_t{0});
 					s.phases.push_back(std::move(p));
 				}
 				s.breakdown = js.at("breakdown").get<std::map<std::string, int64_t>>();
@@ -250,6 +281,25 @@ std::optional<Truth> from_json(const std::string &text, std::string *err)
 								   jv.at("enter_ns").get<int64_t>(),
 								   jv.at("return_ns").get<int64_t>(),
 								   jv.at("bytes").get<uint64_t>(), jv.at("ret").get<int>()});
+			if (jr.contains("steals")) {
+				const json &x = jr.at("steals");
+				RankSteals &st = r.steals;
+				st.cpu_cgroup = x.value("cpu_cgroup", "");
+				st.cpu_cgroup_version = x.value("cpu_cgroup_version", "");
+				st.cpu_quota_us = x.value("cpu_quota_us", int64_t{0});
+				st.cpu_period_us = x.value("cpu_period_us", int64_t{0});
+				st.loader_memory_cgroup = x.value("loader_memory_cgroup", "");
+				st.loader_memory_version = x.value("loader_memory_version", "");
+				st.loader_memory_limit_bytes = x.value("loader_memory_limit_bytes", int64_t{0});
+				st.loader_psi_cgroup = x.value("loader_psi_cgroup", "");
+				st.loader_psi_cgroups = x.value("loader_psi_cgroups", std::vector<std::string>{});
+				st.loader_memory_counters =
+					x.value("loader_memory_counters", std::map<std::string, int64_t>{});
+				st.softirq_cpu = x.value("softirq_cpu", -1);
+				st.softirq_method = x.value("softirq_method", "");
+				st.softirq_pps = x.value("softirq_pps", 0.0);
+				st.softirq_unmatched = x.value("softirq_unmatched", int64_t{0});
+			}
 			t.rank_data.push_back(std::move(r));
 		}
 		change_hang_from_json(j, t);

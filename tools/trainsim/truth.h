@@ -33,6 +33,9 @@ struct Phase {
 	// True while the main thread only waits for something else to finish
 	// (busy-poll on the device): run delay there does not lengthen the step.
 	bool busy_wait = false;
+	// Host steals inside the phase (0 unless planted; see README):
+	int64_t throttled_ns = 0; // CFS throttling of the main thread's cpu cgroup
+	int64_t softirq_ns = 0;   // NET_RX softirq run while the main thread was current
 };
 
 struct Step {
@@ -47,6 +50,12 @@ struct Step {
 	// late or overshoot the plan on a busy host.
 	int64_t device_compute_actual_ns = 0;
 	int64_t device_collective_actual_ns = 0;
+	// Host steals in the step (0 unless planted; README "Host steals"):
+	int64_t throttled_ns = 0;            // growth of the main thread's cpu cgroup throttled time
+	int64_t softirq_ns = 0;              // NET_RX softirq time with the main thread current
+	int64_t loader_memstall_ns = 0;      // sum over the rank's loaders of their memory PSI some
+	int64_t loader_memstall_some_ns = 0; // memory PSI some of the group of all the rank's loaders
+	int64_t loader_memstall_full_ns = 0; // memory PSI full of that group
 	// Derived by compute_breakdown(): ns per category (sums to the step
 	// duration) and the largest one.
 	std::map<std::string, int64_t> breakdown;
@@ -65,6 +74,28 @@ struct VerbCall {
 	int ret = 0;
 };
 
+// What was planted on a rank (absent from the JSON when nothing was).
+struct RankSteals {
+	std::string cpu_cgroup; // "" = not throttled
+	std::string cpu_cgroup_version; // "v1" (main thread only) or "v2" (whole rank process)
+	int64_t cpu_quota_us = 0;
+	int64_t cpu_period_us = 0;
+	std::string loader_memory_cgroup; // "" = no loader memory limit
+	std::string loader_memory_version;
+	int64_t loader_memory_limit_bytes = 0;
+	std::string loader_psi_cgroup;               // v2 group of all the loaders
+	std::vector<std::string> loader_psi_cgroups; // one per loader
+	// Counter growth in the limited group over the run (memory.stat keys,
+	// failcnt on v1, events_* from memory.events on v2).
+	std::map<std::string, int64_t> loader_memory_counters;
+	int softirq_cpu = -1;        // the main thread's CPU that RPS steered NET_RX to
+	std::string softirq_method;  // how softirq_ns was measured
+	double softirq_pps = 0;
+	int64_t softirq_unmatched = 0; // trace lines without a pair / lost-event marks
+
+	bool any() const { return !cpu_cgroup.empty() || !loader_memory_cgroup.empty() || softirq_cpu >= 0; }
+};
+
 struct Rank {
 	int rank = 0;
 	int pid = 0;
@@ -74,6 +105,7 @@ struct Rank {
 	std::string device;
 	std::vector<Step> steps;
 	std::vector<VerbCall> verbs; // EFA control path, in call order
+	RankSteals steals;
 };
 
 // A planted mid-run change (trainsim --change-at-step): from step `step` on,

@@ -19,9 +19,11 @@ EXAMPLES:
   trainsim --ranks 4 --compute-ms 20 --loader-workers 1 --preprocess-ms 30
   trainsim --scenario data-bound --change-at-step 10 --change preprocess-ms=80 --change-rank 1
   trainsim --steps 30 --hang-rank 1 --hang-at-step 10 --hang-s 20 --hang-kind dread
+  trainsim --scenario throttled --cpu-quota-ms 40 --throttle-rank 1
   trainsim --list-scenarios
 Scenarios: compute-bound (default), data-bound, dma-bound, collective-bound,
-straggler, host-bound, contention. Sizes accept k/m/g suffixes (1024-based).
+straggler, host-bound, contention, throttled, memory-pressure, softirq
+(the last three need root). Sizes accept k/m/g suffixes (1024-based).
 )";
 
 using KnobSetters = std::vector<std::pair<CLI::Option *, std::function<void(Knobs &)>>>;
@@ -179,6 +181,21 @@ CliOutcome parse_cli(const std::vector<std::string> &args)
 	reg(app.add_flag("--pin-main", cli.pin_main, "pin rank r's main thread to CPU r % ncpus"),
 	    [&](Knobs &k) { k.pin_main = cli.pin_main; })
 		->group("Host");
+
+	const char *gs = "Host steals";
+	TS_KNOB("--cpu-quota-ms", cpu_quota_ms,
+		"CFS quota per period of a cpu cgroup holding the main thread (v1) or rank (v2); 0: off")
+		->group(gs);
+	TS_KNOB("--cpu-period-ms", cpu_period_ms, "CFS period of that cgroup")->group(gs);
+	TS_KNOB("--throttle-rank", throttle_rank, "rank whose main thread is throttled (-1: all)")->group(gs);
+	TS_KNOB("--loader-memory-mb", loader_memory_mb,
+		"memory limit of each rank's loader processes, MiB (0: off); loaders then read through the page cache")
+		->group(gs);
+	TS_KNOB("--softirq-pps", softirq_pps,
+		"loopback UDP datagrams/s whose NET_RX softirq RPS steers to --softirq-rank's main-thread CPU (0: off)")
+		->group(gs);
+	TS_KNOB("--softirq-bytes", softirq_bytes, "UDP payload bytes")->group(gs);
+	TS_KNOB("--softirq-rank", softirq_rank, "rank whose main thread gets the softirqs")->group(gs);
 
 	TS_KNOB("--data-dir", data_dir, "dataset directory (default: fresh temp dir on disk, removed after)")
 		->group("Paths");

@@ -14,7 +14,8 @@ namespace trainsim {
 const std::vector<std::string> &scenario_names()
 {
 	static const std::vector<std::string> n{"compute-bound", "data-bound", "dma-bound", "collective-bound",
-						"straggler",     "host-bound", "contention"};
+						"straggler",     "host-bound", "contention", "throttled",
+						"memory-pressure", "softirq"};
 	return n;
 }
 
@@ -84,6 +85,39 @@ std::optional<Knobs> scenario_knobs(const std::string &name)
 		k.noise_per_cpu = 2;
 		k.pin_main = true;
 		k.device_cc_bytes = 0;
+	} else if (name == "throttled") {
+		// compute-bound plus 25 ms of host work, each main thread (only the
+		// thread) in its own cpu cgroup with 30 ms quota per 100 ms. Measured
+		// on a 2-vCPU VM: steps 101 -> 129 ms, throttled ~36 % of the step
+		// (half of it while busy-polling the device, half in host phases).
+		k.host_ms = 25;
+		k.pin_main = true;
+		k.cpu_quota_ms = 30;
+		k.cpu_period_ms = 100;
+	} else if (name == "memory-pressure") {
+		// One loader per rank reads 4 x 1 MiB samples per batch through the
+		// page cache from a 256 MiB dataset, in a memory cgroup of 24 MiB
+		// (8 MiB of it the loader's shared-memory batch slots): it reclaims
+		// on almost every read, and the main thread waits for its batches.
+		k.loader_workers = 1;
+		k.sample_bytes = 1 << 20;
+		k.batch_samples = 4;
+		k.dataset_samples = 256;
+		k.preprocess_ms = 4;
+		k.loader_memory_mb = 24;
+		k.compute_ms = 5;
+		k.host_ms = 1;
+		k.device_cc_bytes = 0;
+	} else if (name == "softirq") {
+		// One rank, main thread pinned to CPU 0; loopback UDP at 60 kpps
+		// steered by RPS to CPU 0, sent from CPU 1. The host phase does a
+		// fixed amount of work, so softirq time stolen there lengthens it.
+		k.ranks = 1;
+		k.host_ms = 20;
+		k.compute_ms = 10;
+		k.pin_main = true;
+		k.device_cc_bytes = 0;
+		k.softirq_pps = 60000;
 	} else {
 		return std::nullopt;
 	}
@@ -314,6 +348,43 @@ std::string validate_change_hang(const Knobs &k)
 	return e.str();
 }
 
+// The host-steal knobs; then the change and the hang.
+std::string validate_steals(const Knobs &k)
+{
+	std::ostringstream e;
+	uint64_t slab = k.sample_bytes * static_cast<uint64_t>(k.batch_samples) * static_cast<uint64_t>(k.prefetch) *
+			static_cast<uint64_t>(k.loader_workers);
+	uint64_t dataset = k.sample_bytes * static_cast<uint64_t>(k.dataset_samples);
+	uint64_t limit = static_cast<uint64_t>(std::max<int64_t>(k.loader_memory_mb, 0)) << 20;
+	if (k.cpu_quota_ms < 0 || (k.cpu_quota_ms > 0 && k.cpu_quota_ms < 1))
+		e << "--cpu-quota-ms must be 0 (off) or >= 1 (got " << k.cpu_quota_ms << ")";
+	else if (!(k.cpu_period_ms >= 1 && k.cpu_period_ms <= 1000))
+		e << "--cpu-period-ms must be 1..1000 (got " << k.cpu_period_ms << ")";
+	else if (k.throttle_rank < -1 || k.throttle_rank >= k.ranks)
+		e << "--throttle-rank " << k.throttle_rank << " does not exist with " << k.ranks << " ranks (-1: all)";
+	else if (k.loader_memory_mb < 0 || k.loader_memory_mb > 65536)
+		e << "--loader-memory-mb must be 0..65536";
+	else if (limit > 0 && k.loader_mode != LoaderMode::kProcess)
+		e << "--loader-memory-mb needs --loader-mode process (the limit is on the loader processes)";
+	else if (limit > 0 && limit < slab + (8ull << 20))
+		e << "--loader-memory-mb " << k.loader_memory_mb << " is below the loaders' batch slots (" << (slab >> 20)
+		  << " MiB = sample-bytes x batch-samples x prefetch x loader-workers) + 8 MiB: they would be OOM-killed";
+	else if (limit > 0 && dataset <= limit)
+		e << "--loader-memory-mb " << k.loader_memory_mb << " is not below the dataset (" << (dataset >> 20)
+		  << " MiB = sample-bytes x dataset-samples): nothing to reclaim";
+	else if (k.softirq_pps < 0 || k.softirq_pps > 2e6)
+		e << "--softirq-pps must be 0..2000000";
+	else if (k.softirq_bytes < 1 || k.softirq_bytes > 65000)
+		e << "--softirq-bytes must be 1..65000";
+	else if (k.softirq_rank < 0 || k.softirq_rank >= k.ranks)
+		e << "--softirq-rank " << k.softirq_rank << " does not exist with " << k.ranks << " ranks";
+	else if (k.softirq_pps > 0 && !k.pin_main)
+		e << "--softirq-pps needs --pin-main (RPS steers to the main thread's CPU)";
+	else
+		return validate_change_hang(k);
+	return e.str();
+}
+
 } // namespace
 
 std::string validate(const Knobs &k)
@@ -359,7 +430,7 @@ std::string validate(const Knobs &k)
 	else if (k.noise_per_cpu < 0 || k.noise_per_cpu > 16)
 		e << "--noise must be 0..16 hogs per CPU";
 	else
-		return validate_change_hang(k);
+		return validate_steals(k);
 	return e.str();
 }
 
@@ -400,6 +471,13 @@ std::string knobs_to_json(const Knobs &k)
 		{"nds", k.nds},
 		{"efa_verbs", k.efa_verbs},
 		{"mr_per_step_bytes", k.mr_per_step_bytes},
+		{"cpu_quota_ms", k.cpu_quota_ms},
+		{"cpu_period_ms", k.cpu_period_ms},
+		{"throttle_rank", k.throttle_rank},
+		{"loader_memory_mb", k.loader_memory_mb},
+		{"softirq_pps", k.softirq_pps},
+		{"softirq_bytes", k.softirq_bytes},
+		{"softirq_rank", k.softirq_rank},
 		{"change_at_step", k.change.active() ? k.change.step : -1},
 		{"change_rank", k.change.rank},
 		{"hang_rank", k.hang.active() ? k.hang.rank : -1},

@@ -113,6 +113,22 @@ struct Knobs {
 	double efa_gbit = 0;
 	int nds = 1;
 
+	// Host steals (README "Host steals").
+	// CPU throttling: rank main threads (throttle_rank, -1 = all) in a cpu
+	// cgroup with this quota per period (0 = off).
+	double cpu_quota_ms = 0;
+	double cpu_period_ms = 100;
+	int throttle_rank = -1;
+	// Memory pressure: each rank's loader processes in a memory cgroup
+	// limited to this many MiB (0 = off); the loaders then read through the
+	// page cache instead of O_DIRECT.
+	int64_t loader_memory_mb = 0;
+	// NET_RX softirq: UDP datagrams per second over loopback, steered by RPS
+	// to the CPU of softirq_rank's (pinned) main thread (0 = off).
+	double softirq_pps = 0;
+	int softirq_bytes = 64;
+	int softirq_rank = 0;
+
 	// Ground truth for change-point and hang detection.
 	KnobChange change;
 	Hang hang;

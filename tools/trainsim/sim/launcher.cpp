@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -26,7 +27,12 @@
 #include "sim/dataset.h"
 #include "sim/processes.h"
 #include "sim/rank.h"
+#include "sim/steals.h"
 #include "truth.h"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 
 namespace trainsim {
 
@@ -64,12 +70,18 @@ void print_summary(const tr::Truth &t)
 	for (const auto &r : t.rank_data) {
 		std::vector<const tr::Step *> steps;
 		double dur = 0;
+		double thr = 0, sirq = 0, mem = 0, mem_some = 0;
 		std::map<std::string, int> gating;
 		for (const auto &s : r.steps)
 			if (s.index > 0 || r.steps.size() == 1) {
 				steps.push_back(&s);
 				dur += static_cast<double>(s.duration_ns()) / 1e6;
 				gating[s.gating]++;
+				double d = s.duration_ns() > 0 ? static_cast<double>(s.duration_ns()) : 1.0;
+				thr += static_cast<double>(s.throttled_ns) / d;
+				sirq += static_cast<double>(s.softirq_ns) / d;
+				mem += static_cast<double>(s.loader_memstall_ns) / d;
+				mem_some += static_cast<double>(s.loader_memstall_some_ns) / d;
 			}
 		auto m = tr::mean_shares(steps);
 		fprintf(stderr, "  %4d %5zu %7.1f", r.rank, r.steps.size(), steps.empty() ? 0.0 : dur / steps.size());
@@ -79,6 +91,17 @@ void print_summary(const tr::Truth &t)
 		for (const auto &[c, n] : gating)
 			g += (g.empty() ? "" : ",") + c + "x" + std::to_string(n);
 		fprintf(stderr, "  %s\n", g.c_str());
+		if (!steps.empty() && (thr > 0 || sirq > 0 || mem > 0 || mem_some > 0)) {
+			double n = static_cast<double>(steps.size());
+			fprintf(stderr, "       steals (mean share of step):");
+			if (thr > 0)
+				fprintf(stderr, " throttled %.1f%%", thr / n * 100.0);
+			if (sirq > 0)
+				fprintf(stderr, " softirq %.1f%%", sirq / n * 100.0);
+			if (mem > 0 || mem_some > 0)
+				fprintf(stderr, " loader_memstall %.1f%% (some %.1f%%)", mem / n * 100.0, mem_some / n * 100.0);
+			fprintf(stderr, "\n");
+		}
 	}
 }
 
@@ -94,6 +117,16 @@ struct Job {
 	std::vector<pid_t> ranks;
 	std::vector<int> listeners;
 	std::vector<std::string> devices;
+	// Host steals (README "Host steals").
+	bool plant_failed = false;
+	std::vector<steals::CpuCgroup> cpu_cg; // per rank; path "" = none
+	std::vector<std::optional<steals::LoaderMem>> loader_mem; // per rank
+	std::vector<std::string> cgroup_tops; // trainsim-<pid> dirs to remove
+	steals::Rps rps;
+	pid_t traffic = -1;
+	steals::SoftirqTrace trace;
+	int softirq_cpu = -1;
+	double chunks_per_ms = 0;
 };
 
 // Temp dirs and the paths and rates that depend on them. False: printed.
@@ -174,6 +207,146 @@ bool start_services(Job &j)
 	return true;
 }
 
+bool plant_fail(Job &j, const std::string &what)
+{
+	fprintf(stderr, "trainsim: scenario %s: cannot plant its cause: %s\n", j.k.scenario.c_str(), what.c_str());
+	j.plant_failed = true;
+	return false;
+}
+
+// Drops the dataset's pages from the page cache (they were written by the
+// launcher), so the loaders read them from disk, charged to their cgroup.
+void drop_dataset_cache(const Knobs &k)
+{
+	for (int i = 0; i < k.dataset_samples; i++) {
+		int fd = open(sample_path(k.data_dir, i).c_str(), O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+			close(fd);
+		}
+	}
+}
+
+// The host steals: cpu cgroups per throttled rank, the loaders' memory and
+// PSI cgroups, RPS + traffic + the softirq trace. False: printed, and
+// plant_failed set (exit code 2).
+bool plant_steals(Job &j)
+{
+	const Knobs &k = j.k;
+	bool cpu = k.cpu_quota_ms > 0, mem = k.loader_memory_mb > 0, sirq = k.softirq_pps > 0;
+	j.cpu_cg.assign(static_cast<size_t>(k.ranks), steals::CpuCgroup{});
+	j.loader_mem.assign(static_cast<size_t>(k.ranks), std::nullopt);
+	if (!cpu && !mem && !sirq)
+		return true;
+	if (geteuid() != 0)
+		return plant_fail(j, "not root (cgroups, rps_cpus and tracefs need root)");
+	std::string err, top = "trainsim-" + std::to_string(getpid());
+	auto add_top = [&](const steals::Hierarchy &h) {
+		std::string base = h.v2 ? h.mount : h.mount + (h.self == "/" ? "" : h.self);
+		std::string t = base + "/" + top;
+		if (std::find(j.cgroup_tops.begin(), j.cgroup_tops.end(), t) == j.cgroup_tops.end())
+			j.cgroup_tops.push_back(t);
+	};
+	if (cpu) {
+		auto h = steals::find_controller("cpu", &err);
+		if (!h)
+			return plant_fail(j, err);
+		add_top(*h);
+		for (int r = 0; r < k.ranks; r++) {
+			if (k.throttle_rank >= 0 && k.throttle_rank != r)
+				continue;
+			auto cg = steals::make_cpu_cgroup(*h, top + "/rank" + std::to_string(r) + "-cpu",
+							  static_cast<int64_t>(k.cpu_quota_ms * 1000),
+							  static_cast<int64_t>(k.cpu_period_ms * 1000), &err);
+			if (!cg)
+				return plant_fail(j, "cpu cgroup: " + err);
+			j.cpu_cg[r] = *cg;
+			fprintf(stderr, "trainsim: rank %d main thread throttled in %s (%s, %g ms / %g ms)\n", r,
+				cg->path.c_str(), cg->v2 ? "v2, whole rank" : "v1, main thread only", k.cpu_quota_ms,
+				k.cpu_period_ms);
+		}
+	}
+	if (mem) {
+		struct statfs sf{};
+		if (statfs(k.data_dir.c_str(), &sf) != 0)
+			return plant_fail(j, "statfs " + k.data_dir + ": " + strerror(errno));
+		if (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC)
+			return plant_fail(j, "no disk-backed filesystem for the dataset: " + k.data_dir +
+						     " is tmpfs/ramfs (its pages cannot be reclaimed without swap); "
+						     "use --data-dir on a disk filesystem");
+		auto h = steals::find_controller("memory", &err);
+		if (!h)
+			return plant_fail(j, err);
+		std::string v2 = steals::v2_mount();
+		if (v2.empty())
+			return plant_fail(j, "no cgroup2 mount for the loaders' memory.pressure (PSI)");
+		add_top(*h);
+		add_top(steals::Hierarchy{true, v2, "/"});
+		for (int r = 0; r < k.ranks; r++) {
+			auto m = steals::make_loader_mem(*h, v2, top + "/rank" + std::to_string(r) + "-loaders",
+							 k.loader_memory_mb << 20, k.loader_workers, &err);
+			if (!m)
+				return plant_fail(j, "loader memory cgroup: " + err);
+			j.loader_mem[r] = *m;
+			fprintf(stderr, "trainsim: rank %d loaders in %s (%s, %lld MiB), PSI in %s\n", r, m->mem_path.c_str(),
+				m->mem_v2 ? "v2" : "v1", static_cast<long long>(k.loader_memory_mb), m->psi_path.c_str());
+		}
+		drop_dataset_cache(k);
+	}
+	if (sirq) {
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		if (ncpu < 2)
+			return plant_fail(j, "softirq needs 2 CPUs (one for the main thread, one for the traffic)");
+		j.softirq_cpu = static_cast<int>(k.softirq_rank % ncpu);
+		int traffic_cpu = static_cast<int>((j.softirq_cpu + 1) % ncpu);
+		// Before any traffic: the cost of the host phase's fixed work.
+		j.chunks_per_ms = steals::calibrate_chunks_per_ms();
+		if (!j.rps.apply(j.softirq_cpu, &err))
+			return plant_fail(j, "rps_cpus: " + err);
+		j.traffic = steals::start_traffic(traffic_cpu, k.softirq_pps, k.softirq_bytes, &err);
+		if (j.traffic < 0)
+			return plant_fail(j, err);
+		if (!j.trace.start(top, j.softirq_cpu, traffic_cpu, &err))
+			return plant_fail(j, "softirq trace: " + err);
+		fprintf(stderr,
+			"trainsim: softirq: %g pps loopback UDP from CPU %d, rps_cpus -> CPU %d (rank %d main), trace %s\n",
+			k.softirq_pps, traffic_cpu, j.softirq_cpu, k.softirq_rank, j.trace.instance().c_str());
+	}
+	return true;
+}
+
+// Softirq truth: the traced NET_RX spans that ran while the rank's main
+// thread was current, per step and per phase.
+void add_softirq_truth(Job &j, tr::Rank &r)
+{
+	if (j.softirq_cpu < 0 || r.rank != j.k.softirq_rank)
+		return;
+	auto spans = j.trace.spans_of(r.main_tid);
+	for (auto &s : r.steps) {
+		s.softirq_ns = steals::overlap_ns(spans, s.start_ns, s.end_ns);
+		for (auto &p : s.phases)
+			p.softirq_ns = steals::overlap_ns(spans, p.start_ns, p.end_ns);
+	}
+	r.steals.softirq_cpu = j.softirq_cpu;
+	r.steals.softirq_method =
+		"tracefs instance: irq:softirq_entry/exit vec==3 on the main thread's CPU, trace_clock mono (us "
+		"resolution), spans whose current task is the main thread";
+	r.steals.softirq_pps = j.k.softirq_pps;
+	r.steals.softirq_unmatched = static_cast<int64_t>(j.trace.lost_lines());
+}
+
+void cleanup_steals(Job &j)
+{
+	j.trace.stop();
+	steals::stop_traffic(j.traffic);
+	j.traffic = -1;
+	j.rps.restore();
+	for (const auto &t : j.cgroup_tops)
+		if (!steals::remove_cgroup(t))
+			fprintf(stderr, "trainsim: could not remove cgroup %s\n", t.c_str());
+	j.cgroup_tops.clear();
+}
+
 // The host-collective listeners, the shared stop step, then one fork per
 // rank. False: printed.
 bool start_ranks(Job &j)
@@ -210,6 +383,10 @@ bool start_ranks(Job &j)
 		ctx.stop_step = stop_step;
 		ctx.deadline_ns = deadline;
 		ctx.truth_out = j.work + "/rank" + std::to_string(r) + ".json";
+		ctx.cpu_cg = j.cpu_cg[r];
+		ctx.loader_mem = j.loader_mem[r];
+		if (j.softirq_cpu >= 0 && r == k.softirq_rank)
+			ctx.work_chunks_per_ms = j.chunks_per_ms;
 		pid_t pid = fork();
 		if (pid == 0) {
 			for (size_t i = 0; i < j.listeners.size(); i++)
@@ -274,6 +451,7 @@ bool merge_truth(Job &j)
 			c.knobs[name] = v;
 		t.change = c;
 	}
+	j.trace.stop(); // every span is in
 	for (int r = 0; r < k.ranks; r++) {
 		auto part = tr::load(j.work + "/rank" + std::to_string(r) + ".json", &err);
 		if (!part || part->rank_data.size() != 1) {
@@ -281,6 +459,7 @@ bool merge_truth(Job &j)
 			return false;
 		}
 		t.rank_data.push_back(std::move(part->rank_data[0]));
+		add_softirq_truth(j, t.rank_data.back());
 		if (part->hang)
 			t.hang = part->hang;
 	}
@@ -308,6 +487,7 @@ void cleanup(Job &j)
 	for (int fd : j.listeners)
 		close(fd);
 	stop_noise(j.noise);
+	cleanup_steals(j);
 	j.daemon.stop();
 	std::error_code ec;
 	// Never recurse into a mount that failed to go away.
@@ -364,11 +544,11 @@ int run_launcher(const Knobs &k_in)
 		return 1;
 	}
 	// A rank that failed to start leaves the others to cleanup's SIGTERM.
-	bool ok = start_services(j) && start_ranks(j);
+	bool ok = start_services(j) && plant_steals(j) && start_ranks(j);
 	ok = ok && wait_ranks(j);
 	ok = ok && merge_truth(j);
 	cleanup(j);
-	return g_stop ? 130 : ok ? 0 : 1;
+	return g_stop ? 130 : j.plant_failed ? 2 : ok ? 0 : 1;
 }
 
 } // namespace trainsim

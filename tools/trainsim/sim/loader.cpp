@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "sim/cpu_work.h"
@@ -63,9 +64,10 @@ bool write_full(int fd, const void *buf, size_t len)
 
 // Reads one sample with the page cache bypassed, as a storage-bound loader
 // would see it. Returns 0 or errno.
-int read_sample(const std::string &path, char *dst, uint64_t bytes)
+// With page_cache (memory pressure), an ordinary buffered read.
+int read_sample(const std::string &path, char *dst, uint64_t bytes, bool page_cache)
 {
-	int fd = open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+	int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | (page_cache ? 0 : O_DIRECT));
 	if (fd < 0)
 		return errno;
 	uint64_t done = 0;
@@ -96,7 +98,7 @@ void worker_loop(const LoaderConfig &cfg, int req_rd, int data_wr, char *slab, u
 				      static_cast<uint64_t>(cfg.rank) * 7919u) %
 				     static_cast<uint64_t>(cfg.dataset_samples);
 			r.status = read_sample(sample_path(cfg.data_dir, static_cast<int>(s)),
-					       buf + static_cast<uint64_t>(j) * cfg.sample_bytes, cfg.sample_bytes);
+					       buf + static_cast<uint64_t>(j) * cfg.sample_bytes, cfg.sample_bytes, cfg.page_cache);
 		}
 		double ms = req.index >= cfg.change_at_batch ? cfg.preprocess_ms_after : cfg.preprocess_ms;
 		if (r.status == 0)
@@ -144,6 +146,11 @@ bool LoaderPool::start(const LoaderConfig &cfg, std::string *err)
 			if (pid == 0) {
 				prctl(PR_SET_NAME, "trainsim-load");
 				prctl(PR_SET_PDEATHSIG, SIGKILL);
+				std::string jerr;
+				if (cfg.mem && !steals::join_loader_mem(*cfg.mem, w, &jerr)) {
+					fprintf(stderr, "trainsim: loader %d: %s\n", w, jerr.c_str());
+					_exit(3);
+				}
 				close(req[1]);
 				close(data[0]);
 				for (auto &other : workers_) {

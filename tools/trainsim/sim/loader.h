@@ -13,11 +13,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "sim/knobs.h"
+#include "sim/steals.h"
 
 namespace trainsim {
 
@@ -35,6 +37,10 @@ struct LoaderConfig {
 	// (trainsim --change preprocess-ms=...; batch k feeds step k).
 	uint64_t change_at_batch = UINT64_MAX;
 	double preprocess_ms_after = 0;
+	// Memory pressure: each worker process joins these cgroups (the limited
+	// one and its own PSI group) and reads through the page cache.
+	std::optional<steals::LoaderMem> mem;
+	bool page_cache = false;
 };
 
 struct Batch {

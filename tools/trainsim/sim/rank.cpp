@@ -50,11 +50,30 @@ namespace {
 struct Recorder {
 	RunDelay rd;
 	tr::Step step;
+	// The main thread's cpu cgroup (throttled scenario): its throttled time
+	// is read at every phase end; thr_last is the last reading.
+	const steals::CpuCgroup *cg = nullptr;
+	int64_t thr_last = 0;
+
+	// Throttled time since the last call (0 without a cgroup). The main
+	// thread reads it while running, so no throttle of its own is pending.
+	int64_t take_throttled()
+	{
+		if (!cg)
+			return 0;
+		int64_t v = steals::throttled_ns(*cg);
+		if (v < 0)
+			return 0;
+		int64_t d = std::max<int64_t>(v - thr_last, 0);
+		thr_last = v;
+		return d;
+	}
 
 	// Records [start, now) as one phase; rd_start is run_delay at start.
 	void add(const char *name, const char *cat, int64_t start, int64_t rd_start, bool busy = false)
 	{
 		step.phases.push_back(tr::Phase{name, cat, start, now_ns(), rd.read() - rd_start, busy});
+		step.phases.back().throttled_ns = take_throttled();
 	}
 };
 
@@ -144,6 +163,10 @@ struct Job {
 	char loss[4096];
 	int hang_fd = -1;
 	Recorder rec;
+	// Loader memory PSI totals (ns) at the last step boundary: the group of
+	// all loaders (some, full) and the sum of the per-loader groups.
+	int64_t psi_some = 0, psi_full = 0, psi_sum = 0;
+	std::map<std::string, int64_t> mem_counters0;
 	tr::Rank out;
 	std::optional<tr::Hang> hang;
 
@@ -166,6 +189,8 @@ void start_loaders(Job &j)
 	lc.sample_bytes = k.sample_bytes;
 	lc.dataset_samples = k.dataset_samples;
 	lc.preprocess_ms = k.preprocess_ms * slow;
+	lc.mem = j.ctx.loader_mem;
+	lc.page_cache = j.ctx.loader_mem.has_value();
 	if (k.change.applies_to(j.ctx.rank) && k.change.preprocess_ms) {
 		lc.change_at_batch = static_cast<uint64_t>(k.change.step); // batch k feeds step k
 		lc.preprocess_ms_after = j.after.preprocess_ms * slow;
@@ -236,6 +261,7 @@ void hang_if_planned(Job &j, int s)
 	std::string err;
 	fail_if(!hang_now(h, j.hang_fd, &start, &end, &err), err);
 	j.rec.step.phases.push_back(tr::Phase{"hang", tr::kOther, start, end, j.rec.rd.read() - d, false});
+	j.rec.step.phases.back().throttled_ns = j.rec.take_throttled();
 	j.hang = tr::Hang{j.ctx.rank, s, hang_kind_name(h.kind), j.out.pid, j.out.main_tid, h.seconds, start, end};
 }
 
@@ -253,7 +279,23 @@ void execute(Job &j, const Knobs &kk, int s)
 	trainsim_exec_info info{};
 	fail_if(trainsim_nrt_last_exec(&info) != 0, "no execution info");
 	fail_if(es != NRT_SUCCESS, "nrt_execute failed with status " + std::to_string(es));
+	size_t first_exec = st.phases.size();
 	add_exec_phases(st, info, rd_exec);
+	// The runtime does not read the cgroup inside nrt_execute: the call's
+	// throttled time is split over its phases like their run delay (which
+	// includes throttled time), the rest to the last.
+	if (int64_t thr = rec.take_throttled(); thr > 0) {
+		int64_t rd_sum = 0, given = 0;
+		for (size_t i = first_exec; i < st.phases.size(); i++)
+			rd_sum += std::max<int64_t>(st.phases[i].run_delay_ns, 0);
+		for (size_t i = first_exec; i < st.phases.size(); i++) {
+			int64_t v = i + 1 == st.phases.size() ? thr - given
+				    : rd_sum > 0 ? thr * std::max<int64_t>(st.phases[i].run_delay_ns, 0) / rd_sum
+						 : 0;
+			st.phases[i].throttled_ns = v;
+			given += v;
+		}
+	}
 	st.device_compute_ns = static_cast<int64_t>(info.planned_compute_ns);
 	st.device_collective_ns = static_cast<int64_t>(info.planned_cc_xfer_ns);
 	if (info.t_compute_end_ns >= info.t_dev_start_ns && info.t_done_ns >= info.t_compute_end_ns) {
@@ -289,6 +331,28 @@ void host_allreduce(Job &j)
 		"host all-reduce produced a wrong sum");
 }
 
+// Loader memory stall since the previous boundary, into `st` (nullptr:
+// only take the readings).
+void read_loader_psi(Job &j, tr::Step *st)
+{
+	const auto &m = j.ctx.loader_mem;
+	if (!m)
+		return;
+	int64_t some = steals::psi_total_ns(m->psi_path + "/memory.pressure", "some");
+	int64_t full = steals::psi_total_ns(m->psi_path + "/memory.pressure", "full");
+	int64_t sum = 0;
+	for (const auto &p : m->psi_loader)
+		sum += std::max<int64_t>(steals::psi_total_ns(p + "/memory.pressure", "some"), 0);
+	if (st) {
+		st->loader_memstall_some_ns = std::max<int64_t>(some - j.psi_some, 0);
+		st->loader_memstall_full_ns = std::max<int64_t>(full - j.psi_full, 0);
+		st->loader_memstall_ns = std::max<int64_t>(sum - j.psi_sum, 0);
+	}
+	j.psi_some = some;
+	j.psi_full = full;
+	j.psi_sum = sum;
+}
+
 // One training step; its truth is left in j.rec.step.
 void run_step(Job &j, int s, int64_t start_ns)
 {
@@ -299,6 +363,8 @@ void run_step(Job &j, int s, int64_t start_ns)
 	tr::Step &st = rec.step;
 	st.index = s;
 	st.start_ns = start_ns;
+	rec.take_throttled(); // since the previous step's end: bookkeeping only
+	int64_t thr0 = rec.thr_last;
 	hang_if_planned(j, s);
 
 	// 1. Take a batch: blocks in read() until the loader's message.
@@ -341,16 +407,30 @@ void run_step(Job &j, int s, int64_t start_ns)
 	if (kk.host_ms > 0) {
 		t = now_ns();
 		d = rec.rd.read();
-		burn_cpu(static_cast<int64_t>(kk.host_ms * 1e6), b.data, b.bytes);
+		if (j.ctx.work_chunks_per_ms > 0) // fixed work: stolen time lengthens it
+			steals::burn_chunks(static_cast<uint64_t>(kk.host_ms * j.ctx.work_chunks_per_ms + 0.5));
+		else
+			burn_cpu(static_cast<int64_t>(kk.host_ms * 1e6), b.data, b.bytes);
 		rec.add("host_compute", tr::kHostOverhead, t, d);
 	}
 	st.end_ns = now_ns();
+	rec.take_throttled();
+	if (rec.cg)
+		st.throttled_ns = rec.thr_last - thr0;
+	read_loader_psi(j, &st);
 	tr::compute_breakdown(st);
 }
 
 // Tears the runtime down and writes this rank's truth file.
 void finish(Job &j)
 {
+	if (j.ctx.loader_mem) {
+		// Before the loaders go: their counters' growth over the run.
+		for (const auto &[key, v] : steals::loader_mem_counters(*j.ctx.loader_mem)) {
+			auto it = j.mem_counters0.find(key);
+			j.out.steals.loader_memory_counters[key] = v - (it == j.mem_counters0.end() ? 0 : it->second);
+		}
+	}
 	j.pool.stop();
 	j.coll.close();
 	if (j.hang_fd >= 0)
@@ -377,6 +457,35 @@ void finish(Job &j)
 	fail_if(!tr::save(t, j.ctx.truth_out, &err), err);
 }
 
+// After the loaders and the runtime's threads exist: the main thread (v1)
+// or the rank (v2) joins its cpu cgroup, and the loaders' memory counters
+// and PSI get their first readings.
+void plant_rank_steals(Job &j)
+{
+	const RankContext &ctx = j.ctx;
+	tr::RankSteals &st = j.out.steals;
+	std::string err;
+	if (!ctx.cpu_cg.path.empty()) {
+		fail_if(!steals::join_cpu_cgroup(ctx.cpu_cg, &err), err);
+		j.rec.cg = &ctx.cpu_cg;
+		j.rec.take_throttled();
+		st.cpu_cgroup = ctx.cpu_cg.path;
+		st.cpu_cgroup_version = ctx.cpu_cg.v2 ? "v2" : "v1";
+		st.cpu_quota_us = ctx.cpu_cg.quota_us;
+		st.cpu_period_us = ctx.cpu_cg.period_us;
+	}
+	if (ctx.loader_mem) {
+		const auto &m = *ctx.loader_mem;
+		st.loader_memory_cgroup = m.mem_path;
+		st.loader_memory_version = m.mem_v2 ? "v2" : "v1";
+		st.loader_memory_limit_bytes = m.limit_bytes;
+		st.loader_psi_cgroup = m.psi_path;
+		st.loader_psi_cgroups = m.psi_loader;
+		j.mem_counters0 = steals::loader_mem_counters(m);
+		read_loader_psi(j, nullptr);
+	}
+}
+
 int run(const RankContext &ctx)
 {
 	prctl(PR_SET_NAME, "trainsim-main");
@@ -389,6 +498,7 @@ int run(const RankContext &ctx)
 	if (j.k.pin_main)
 		pin_to_cpu(ctx.rank);
 	start_runtime(j);
+	plant_rank_steals(j);
 
 	int64_t prev_end = 0;
 	for (int s = 0; s < j.k.steps; s++) {

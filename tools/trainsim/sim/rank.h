@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sim/knobs.h"
+#include "sim/steals.h"
 
 namespace trainsim {
 
@@ -23,6 +24,10 @@ struct RankContext {
 	std::atomic<int64_t> *stop_step = nullptr;
 	int64_t deadline_ns = 0; // 0: no deadline
 	std::string truth_out;   // this rank's ground truth (one-rank truth file)
+	// Host steals planted by the launcher (README "Host steals").
+	steals::CpuCgroup cpu_cg;                // path "": not throttled
+	std::optional<steals::LoaderMem> loader_mem; // the loaders' memory/PSI cgroups
+	double work_chunks_per_ms = 0; // > 0: host_compute does fixed work (softirq)
 };
 
 // Runs the rank to completion in the calling process. Returns an exit code.

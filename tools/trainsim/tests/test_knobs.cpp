@@ -12,7 +12,7 @@ using namespace trainsim;
 
 TEST_CASE("every named scenario resolves and validates", "[unit][knobs]")
 {
-	REQUIRE(scenario_names().size() == 7);
+	REQUIRE(scenario_names().size() == 10);
 	for (const auto &n : scenario_names()) {
 		auto k = scenario_knobs(n);
 		REQUIRE(k);
