@@ -112,7 +112,7 @@ std::optional<Knobs> scenario_knobs(const std::string &name)
 		k.host_ms = 1;
 		k.device_cc_bytes = 0;
 	} else if (name == "softirq") {
-		// One rank, main thread pinned to CPU 0; loopback UDP at 60 kpps
+		// One rank, main thread pinned to CPU 0; loopback UDP at 150 kpps
 		// steered by RPS to CPU 0, sent from CPU 1. The host phase does a
 		// fixed amount of work, so softirq time stolen there lengthens it.
 		k.ranks = 1;
@@ -120,7 +120,7 @@ std::optional<Knobs> scenario_knobs(const std::string &name)
 		k.compute_ms = 10;
 		k.pin_main = true;
 		k.device_cc_bytes = 0;
-		k.softirq_pps = 60000;
+		k.softirq_pps = 150000;
 	} else {
 		return std::nullopt;
 	}
