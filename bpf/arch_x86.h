@@ -10,7 +10,16 @@
 #define STEPTRACE_ARCH_X86_H
 
 /* System call numbers (arch/x86/entry/syscalls/syscall_64.tbl). */
+#define ST_NR_READ 0
 #define ST_NR_WRITE 1
+#define ST_NR_READV 19
+#define ST_NR_WRITEV 20
+#define ST_NR_SENDTO 44
+#define ST_NR_RECVFROM 45
+#define ST_NR_SENDMSG 46
+#define ST_NR_RECVMSG 47
+#define ST_NR_RECVMMSG 299
+#define ST_NR_SENDMMSG 307
 #define ST_NR_POLL 7
 #define ST_NR_IOCTL 16
 #define ST_NR_SELECT 23

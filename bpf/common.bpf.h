@@ -120,7 +120,47 @@ struct st_task_state {
 	/* se.sum_exec_runtime when the thread last left a CPU, | 1 as above:
 	 * the on-CPU time of each slice for st_proc_agg (sched.bpf.c). */
 	__u64 exec_ns_at_out;
+	/* ST_SUB_STEAL (steal.bpf.c): interrupt time taken while the thread was
+	 * current in the slice now on the CPU, sent at its switch-out; a reclaim
+	 * pass in progress (begin time, enum st_steal_kind). */
+	__u64 irq_ns;
+	__u64 softirq_ns;
+	__u32 irq_count;
+	__u32 softirq_count;
+	__u32 softirq_vecs;
+	__u32 reclaim_kind;
+	__u64 reclaim_start;
 };
+
+/*
+ * Per CPU: the tid of the target thread now on this CPU (0: none), kept by
+ * the sched collector at every switch that involves a target, so interrupt
+ * handlers reject non-target time with one per-CPU lookup and no task
+ * lookup. The interrupt state: when the hardirq / softirq now running began
+ * (0: none, or not in a target's time), and the hardirq time inside the
+ * running softirq (counted as IRQ, not SOFTIRQ).
+ */
+struct st_cpu_state {
+	__u32 cur_target_tid;
+	__u32 softirq_vec;
+	__u64 hardirq_start;
+	__u64 softirq_start;
+	__u64 hardirq_in_softirq;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct st_cpu_state);
+} st_cpu SEC(".maps") __weak;
+
+static __always_inline struct st_cpu_state *st_cpu_state(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&st_cpu, &zero);
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);

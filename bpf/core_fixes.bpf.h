@@ -41,4 +41,20 @@ static __always_inline bool st_has_sched_info(void)
 	       bpf_core_field_exists(struct sched_info, run_delay);
 }
 
+/*
+ * CFS bandwidth control (CONFIG_CFS_BANDWIDTH, under CONFIG_FAIR_GROUP_SCHED):
+ * a task's cfs_rq->throttle_count is > 0 while its cgroup or any ancestor is
+ * throttled. A plain int on 6.1-6.18; cfs_rq->throttled is a 1-bit field on
+ * 6.18 (clang 14 crashed on a CO-RE bitfield read of it) and 6.18's
+ * task->throttled misses a third of the throttled switch-outs
+ * (host-steals.md section 1). Without the field: never throttled.
+ */
+static __always_inline bool st_task_throttled(struct task_struct *t)
+{
+	if (!bpf_core_field_exists(struct cfs_rq, throttle_count) ||
+	    !bpf_core_field_exists(struct sched_entity, cfs_rq))
+		return false;
+	return BPF_CORE_READ(t, se.cfs_rq, throttle_count) > 0;
+}
+
 #endif /* STEPTRACE_CORE_FIXES_BPF_H */

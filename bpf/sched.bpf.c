@@ -10,6 +10,53 @@
 #include "common.bpf.h"
 #include "core_fixes.bpf.h"
 
+/*
+ * The interrupt time steal.bpf.c added up while prev was current, one record
+ * per kind with any, before prev's switch record (same timestamp order: the
+ * record's ts is taken first).
+ */
+static __always_inline void st_emit_irq_slice(struct task_struct *prev, struct st_task_state *ts, bool send)
+{
+	struct st_host_steal *e;
+	__u64 now;
+
+	if (!ts->irq_ns && !ts->softirq_ns)
+		return;
+	if (!send)
+		goto reset;
+	now = bpf_ktime_get_ns();
+	if (ts->irq_ns) {
+		e = st_reserve_for(sizeof(*e), ST_EV_HOST_STEAL, prev->tgid, prev->pid, now);
+		if (e) {
+			e->start_ns = 0;
+			e->ns = ts->irq_ns;
+			e->kind = ST_STEAL_IRQ;
+			e->count = ts->irq_count;
+			e->detail = 0;
+			e->pad_ = 0;
+			st_submit(e);
+		}
+	}
+	if (ts->softirq_ns) {
+		e = st_reserve_for(sizeof(*e), ST_EV_HOST_STEAL, prev->tgid, prev->pid, now);
+		if (e) {
+			e->start_ns = 0;
+			e->ns = ts->softirq_ns;
+			e->kind = ST_STEAL_SOFTIRQ;
+			e->count = ts->softirq_count;
+			e->detail = ts->softirq_vecs;
+			e->pad_ = 0;
+			st_submit(e);
+		}
+	}
+reset:
+	ts->irq_ns = 0;
+	ts->softirq_ns = 0;
+	ts->irq_count = 0;
+	ts->softirq_count = 0;
+	ts->softirq_vecs = 0;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(st_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -28,6 +75,17 @@ int BPF_PROG(st_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	next_t = st_task_is_target(next);
 	if (!prev_t && !next_t)
 		return 0;
+	/* Whose time the interrupts on this CPU take from now on (steal.bpf.c).
+	 * A switch between two other tasks leaves it 0, as the last switch that
+	 * involved a target set it; the handlers also compare it with the tid of
+	 * current, so a stale value (a target that died on this CPU) costs
+	 * nothing but that compare. */
+	if (st_cfg.enabled & ST_SUB_STEAL) {
+		struct st_cpu_state *c = st_cpu_state();
+
+		if (c)
+			c->cur_target_tid = next_t ? next->pid : 0;
+	}
 
 	if (prev_t) {
 		ts = st_task_state_get(prev, true);
@@ -54,6 +112,8 @@ int BPF_PROG(st_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			if (ts->exec_ns_at_out && exec_ns >= (ts->exec_ns_at_out & ~1ull))
 				oncpu_ns = exec_ns - (ts->exec_ns_at_out & ~1ull);
 			ts->exec_ns_at_out = exec_ns | 1;
+			if (st_cfg.enabled & ST_SUB_STEAL)
+				st_emit_irq_slice(prev, ts, st_detail);
 		}
 		if (st_aggregate) {
 			agg = st_proc_agg_get(prev->tgid);
@@ -79,6 +139,9 @@ int BPF_PROG(st_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	e->prev_state = prev_state;
 	e->flags = (preempt ? ST_SWITCH_PREEMPT : 0) | (prev_t ? ST_SWITCH_PREV_TARGET : 0) |
 		   (next_t ? ST_SWITCH_NEXT_TARGET : 0);
+	/* Left runnable: preempted, or its cgroup ran out of quota. */
+	if (prev_t && (preempt || prev_state == 0) && st_task_throttled(prev))
+		e->flags |= ST_SWITCH_THROTTLED;
 	e->prev_yields = yields;
 	e->prev_sys_nr = sys_nr;
 	e->prev_queue_ns = queue_ns;

@@ -16,7 +16,7 @@
 #include <linux/types.h>
 #endif
 
-#define ST_ABI_VERSION 4
+#define ST_ABI_VERSION 5
 /* Oldest record layout this build still reads (capture files). v1 -> v2:
  * st_sched_switch grew prev_queue_ns; v1 switch records decode with it unknown.
  * v2 -> v3: kind ST_EV_RDMA_VERB added (no existing layout changed).
@@ -46,7 +46,8 @@ enum st_event_kind {
 	ST_EV_ACCEL_TP = 13,   /* a neuron:* driver tracepoint (struct st_accel_tp) */
 	ST_EV_RDMA_VERB = 14,  /* a uverbs call: the EFA control path (struct st_rdma_verb) */
 	ST_EV_USER_NOTE = 15,  /* userspace's own facts (struct st_user_note): identities, probes */
-	ST_EV_KIND_MAX = 16, /* one past the last kind; sizes the stats arrays */
+	ST_EV_HOST_STEAL = 16, /* time the host took from a target thread (struct st_host_steal) */
+	ST_EV_KIND_MAX = 17, /* one past the last kind; sizes the stats arrays */
 };
 
 /* Subsystems that can be enabled in st_config.enabled. */
@@ -56,6 +57,7 @@ enum st_subsystem {
 	ST_SUB_NET = 1u << 2,
 	ST_SUB_ACCEL = 1u << 3,
 	ST_SUB_UPROBE = 1u << 4,
+	ST_SUB_STEAL = 1u << 5,  /* interrupts and memory reclaim in target threads' time */
 };
 
 enum st_filter_mode {
@@ -94,6 +96,10 @@ struct st_event_header {
 #define ST_SWITCH_PREEMPT (1u << 0)     /* involuntary: prev stays runnable */
 #define ST_SWITCH_PREV_TARGET (1u << 1)
 #define ST_SWITCH_NEXT_TARGET (1u << 2)
+/* prev left the CPU runnable because its cgroup (or an ancestor) ran out of
+ * CPU quota (cpu.max / cfs_quota_us): its cfs_rq's throttle_count was > 0.
+ * Set by the sched collector where the kernel has CFS bandwidth control. */
+#define ST_SWITCH_THROTTLED (1u << 3)
 struct st_sched_switch {
 	struct st_event_header hdr;
 	__u32 next_pid;
@@ -286,6 +292,34 @@ struct st_uprobe {
 	__u32 is_return;
 };
 
+/*
+ * Time the host took from a target thread (ST_SUB_STEAL). Header: ts_ns =
+ * the end, pid/tid = the thread the time was taken from.
+ *  - IRQ / SOFTIRQ: handler time that ran while the thread was current,
+ *    summed over one on-CPU slice and sent when the slice ends (start_ns =
+ *    0: the slice is the running stretch that ends at ts_ns). A hardirq
+ *    inside a softirq counts as IRQ only.
+ *  - DIRECT_RECLAIM / MEMCG_RECLAIM: one reclaim pass the thread ran itself
+ *    (the zone is short of memory, or its cgroup is at its limit or
+ *    memory.high), from start_ns to ts_ns, on a CPU or not.
+ */
+enum st_steal_kind {
+	ST_STEAL_IRQ = 0,
+	ST_STEAL_SOFTIRQ = 1,
+	ST_STEAL_DIRECT_RECLAIM = 2,
+	ST_STEAL_MEMCG_RECLAIM = 3,
+	ST_STEAL_KIND_MAX = 4,
+};
+struct st_host_steal {
+	struct st_event_header hdr;
+	__u64 start_ns;
+	__u64 ns;       /* time taken */
+	__u32 kind;     /* enum st_steal_kind */
+	__u32 count;    /* handler runs (IRQ/SOFTIRQ), pages reclaimed (reclaim) */
+	__u32 detail;   /* SOFTIRQ: bit mask of the vectors (1 << NET_RX_SOFTIRQ ...); else 0 */
+	__u32 pad_;
+};
+
 /* Per-CPU counters, one slot per kind. Userspace sums the CPUs. */
 struct st_stats {
 	__u64 emitted[ST_EV_KIND_MAX];
@@ -372,6 +406,7 @@ static_assert(sizeof(struct st_uprobe) == 48, "uprobe layout");
 static_assert(sizeof(struct st_accel_tp) == 56, "accel_tp layout");
 static_assert(sizeof(struct st_rdma_verb) == 72, "rdma_verb layout");
 static_assert(sizeof(struct st_accel_dev_key) == 16, "accel key layout");
+static_assert(sizeof(struct st_host_steal) == 56, "host_steal layout");
 static_assert(sizeof(struct st_losses) == 8 * ((int)ST_LOSS_KIND_MAX + (int)ST_LEDGER_MAX), "losses layout");
 #endif
 

@@ -24,7 +24,7 @@ TEST_CASE("options: run takes the job after --", "[cli]") {
   CHECK(o->argv == std::vector<std::string>{"python", "-c", "x"});
   CHECK(o->duration_s == 2.5);
   CHECK(o->accel_devs == std::vector<std::string>{"/dev/neuron0"});
-  CHECK(o->subsystems == (ST_SUB_SCHED | ST_SUB_BLOCK | ST_SUB_NET | ST_SUB_ACCEL | ST_SUB_UPROBE));
+  CHECK(o->subsystems == (ST_SUB_SCHED | ST_SUB_BLOCK | ST_SUB_NET | ST_SUB_ACCEL | ST_SUB_UPROBE | ST_SUB_STEAL));
 }
 
 TEST_CASE("options: everything after -- is the job's, even after a repeatable option", "[cli]") {

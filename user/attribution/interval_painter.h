@@ -18,6 +18,7 @@ struct Paint {
   int priority;
   Category category;
   bool tagged = false;  // counted apart where it wins (Painted::tagged_ns)
+  bool throttled = false;  // a wait for a CPU quota, counted apart where it wins (Painted::throttled_ns)
 };
 
 // A window painted, and for the time `over` wins (a thread waiting for a
@@ -28,6 +29,7 @@ struct Painted {
   CategoryNs ns{};
   CategoryNs under{};      // time painted `over`, by the category beneath it
   uint64_t tagged_ns = 0;  // time won by tagged paints
+  uint64_t throttled_ns = 0;  // time won by throttled paints
 };
 
 inline Painted paint_window_under(uint64_t ws, uint64_t we, const std::vector<Paint>& paints, Category over,
@@ -69,6 +71,7 @@ inline Painted paint_window_under(uint64_t ws, uint64_t we, const std::vector<Pa
     const Category cat = active.empty() ? fallback : active.top()->category;
     out.ns[static_cast<size_t>(cat)] += b - a;
     if (!active.empty() && active.top()->tagged) out.tagged_ns += b - a;
+    if (!active.empty() && active.top()->throttled) out.throttled_ns += b - a;
     if (cat != over) continue;
     while (!beneath.empty() && beneath.top()->end <= a) beneath.pop();
     out.under[static_cast<size_t>(beneath.empty() ? fallback : beneath.top()->category)] += b - a;

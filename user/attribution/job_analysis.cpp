@@ -141,6 +141,8 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
 void judge(JobAnalysis& job, const TimelineStore& tl, const DropStats& drops) {
   job.verdict = decide_verdict(job, tl, drops);
   annotate_verdict_with_signals(job);
+  job.host_steals = summarize_host_steals(job);
+  annotate_verdict_with_host_steals(job);
   job.changes = find_changes(job);
   job.what_if = what_if(job);
   annotate_verdict_with_what_if(job);

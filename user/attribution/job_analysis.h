@@ -12,6 +12,7 @@
 #include "attribution/categories.h"
 #include "attribution/change_points.h"
 #include "attribution/fabric_setup.h"
+#include "attribution/host_steals.h"
 #include "attribution/step_histogram.h"
 #include "attribution/what_if_types.h"
 #include "capture/drop_stats.h"
@@ -54,6 +55,19 @@ struct StepResult {
   // kicks): every execution needs it, so the what-if keeps it when the
   // copies go.
   uint64_t exec_submit_ns = 0;
+  // What the host took from the step (host-steals, bpf/steal.bpf.c):
+  // of cpu_contention, the main thread's waits because its cgroup ran out of
+  // CPU quota; of data_loading, the share the loaders spent throttled and in
+  // memory reclaim (a split of it beside storage and preprocessing); the
+  // main thread's own reclaim time and the interrupt handler time that ran
+  // in its slices (inside whatever category the time went to).
+  uint64_t throttled_ns = 0;
+  uint64_t data_throttled_ns = 0;
+  uint64_t data_reclaim_ns = 0;
+  uint64_t reclaim_ns = 0;
+  uint64_t irq_ns = 0;
+  uint64_t softirq_ns = 0;
+  uint32_t softirq_vecs = 0;        // softirq vectors seen (1 << NET_RX_SOFTIRQ ...)
   Category gating = Category::other;
   signals::StepDeviceSignals dev;   // device counters (NDS, EFA, proxy threads) for this step
   uint64_t duration() const { return end_ns - start_ns; }
@@ -108,6 +122,8 @@ struct JobAnalysis {
   StepDistribution out_of_detail;
   // Where the step time changed level (attribution/change_points.h), over the steps kept in detail.
   std::vector<ChangePoint> changes;
+  // What the host took from the steps (attribution/host_steals.h).
+  HostSteals host_steals;
 };
 
 namespace signals {

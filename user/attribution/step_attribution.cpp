@@ -21,21 +21,60 @@ using steps::is_net;
 namespace {
 
 // Loaders' share of time on storage vs CPU during [s, e).
-void split_data_wait(const steps::RankSteps& r, uint64_t s, uint64_t e, uint64_t* io_ns, uint64_t* cpu_ns) {
+// What the loaders did while the main thread waited for a batch in [s, e),
+// summed over them: on a CPU, on storage, waiting out their cgroup's CPU
+// quota, and (inside the first two) in memory reclaim.
+struct LoaderWork {
+  uint64_t io = 0, cpu = 0, throttled = 0, reclaim = 0;
+};
+
+void split_data_wait(const steps::RankSteps& r, uint64_t s, uint64_t e, LoaderWork& w) {
   for (const auto* lt : r.loader_threads) {
     for (auto it = segs_ending_after(*lt, s); it != lt->segs.end(); ++it) {
       const auto& g = *it;
       if (g.start >= e) break;
       uint64_t ov = overlap_ns(g.start, g.end, s, e);
-      if (g.state == ThreadState::running) *cpu_ns += ov;
-      else if (g.state == ThreadState::disk_wait) *io_ns += ov;
+      if (g.state == ThreadState::running) w.cpu += ov;
+      else if (g.state == ThreadState::disk_wait) w.io += ov;
+      else if (g.state == ThreadState::runnable && g.throttled) w.throttled += ov;
     }
     // O_DIRECT reads may sleep in S rather than D: count in-flight block I/O too.
     for (auto it = block_ending_after(*lt, s); it != lt->block.end(); ++it) {
       const auto& b = *it;
       if (b.end >= e + lt->max_block_ns) break;  // every later one starts after e
       if (b.start >= e || b.write) continue;
-      *io_ns += overlap_ns(b.start, b.end, s, e) / 2;  // half weight: avoid double counting a D-state wait
+      w.io += overlap_ns(b.start, b.end, s, e) / 2;  // half weight: avoid double counting a D-state wait
+    }
+    for (const auto& h : lt->steals)
+      if (h.kind == ST_STEAL_DIRECT_RECLAIM || h.kind == ST_STEAL_MEMCG_RECLAIM)
+        w.reclaim += overlap_ns(h.start, h.end, s, e);
+  }
+}
+
+// Interrupt time inside the main thread's slices and its reclaim passes,
+// clipped to [ws, we) (a slice's interrupt time is spread evenly over it).
+void add_main_steals(const ThreadTimeline& t, uint64_t ws, uint64_t we, StepResult& st) {
+  auto it = std::partition_point(t.steals.begin(), t.steals.end(), [ws](const HostSteal& h) { return h.end <= ws; });
+  for (; it != t.steals.end(); ++it) {
+    const HostSteal& h = *it;
+    if (h.start >= we) {
+      // Sorted by end: a later one can still start inside only if this one is long.
+      if (h.end > we + 1'000'000'000ull) break;
+      continue;
+    }
+    const uint64_t ov = overlap_ns(h.start, h.end, ws, we);
+    if (h.kind == ST_STEAL_DIRECT_RECLAIM || h.kind == ST_STEAL_MEMCG_RECLAIM) {
+      st.reclaim_ns += ov;
+      continue;
+    }
+    const uint64_t len = h.end - h.start;
+    const uint64_t part = len ? static_cast<uint64_t>(static_cast<double>(h.ns) * static_cast<double>(ov) /
+                                                     static_cast<double>(len))
+                              : (h.end >= ws && h.end < we ? h.ns : 0);
+    if (h.kind == ST_STEAL_IRQ) st.irq_ns += part;
+    else if (h.kind == ST_STEAL_SOFTIRQ) {
+      st.softirq_ns += part;
+      if (part) st.softirq_vecs |= h.detail;
     }
   }
 }
@@ -115,8 +154,8 @@ void paint_runnable(const ThreadTimeline& t, const StateSeg& g, const std::vecto
   constexpr int kPrio = 10;
   for (const auto& [a, b] : exec) {
     if (g.end <= a || g.start >= b) continue;
-    if (g.start < a) paints.push_back({g.start, a, kPrio, Category::cpu_contention});
-    if (g.end > b) paints.push_back({b, g.end, kPrio, Category::cpu_contention});
+    if (g.start < a) paints.push_back({g.start, a, kPrio, Category::cpu_contention, false, g.throttled});
+    if (g.end > b) paints.push_back({b, g.end, kPrio, Category::cpu_contention, false, g.throttled});
     uint64_t is = std::max(g.start, a), ie = std::min(g.end, b);
     auto [last_kick_end, notice] = kick_end_and_notice(t, a, b);
     bool completion_wait = false;
@@ -137,15 +176,16 @@ void paint_runnable(const ThreadTimeline& t, const StateSeg& g, const std::vecto
       uint64_t from = is;
       if (typical_device_ns && is < notice)
         from = std::clamp(last_kick_end + typical_device_ns, is, std::min(ie, notice));
-      if (ie > from) paints.push_back({from, ie, kPrio, Category::cpu_contention});
+      if (ie > from) paints.push_back({from, ie, kPrio, Category::cpu_contention, false, g.throttled});
     } else {
       for (auto it = spans_overlapping_from(t, is); it != t.spans.end() && it->start < ie; ++it)
         if (it->kind == SpanKind::ioctl && it->end > is)
-          paints.push_back({std::max(it->start, is), std::min(it->end, ie), kPrio, Category::cpu_contention});
+          paints.push_back({std::max(it->start, is), std::min(it->end, ie), kPrio, Category::cpu_contention, false,
+                            g.throttled});
     }
     return;
   }
-  paints.push_back({g.start, g.end, kPrio, Category::cpu_contention});
+  paints.push_back({g.start, g.end, kPrio, Category::cpu_contention, false, g.throttled});
 }
 
 using Exec = std::vector<std::pair<uint64_t, uint64_t>>;
@@ -313,17 +353,25 @@ void attribute_step(const steps::RankSteps& r, uint64_t typical_device_ns, StepR
   st.ns = painted.ns;
   st.contention_under = painted.under;
   st.exec_submit_ns = painted.tagged_ns;
-  // Split data loading into storage and preprocessing by what the loaders did meanwhile.
-  uint64_t io = 0, cpu = 0;
-  for (const auto& [a, b] : data_waits) split_data_wait(r, a, b, &io, &cpu);
-  uint64_t dl = st.ns[static_cast<size_t>(Category::data_loading)];
-  if (io + cpu > 0) {
-    st.data_storage_ns = static_cast<uint64_t>(static_cast<double>(dl) * static_cast<double>(io) /
-                                               static_cast<double>(io + cpu));
-    st.data_preprocess_ns = dl - st.data_storage_ns;
+  st.throttled_ns = painted.throttled_ns;
+  // Split data loading by what the loaders did meanwhile: storage,
+  // preprocessing, waiting out a CPU quota, and memory reclaim (which they
+  // ran on a CPU or while blocked: taken from those two in proportion).
+  LoaderWork w;
+  for (const auto& [a, b] : data_waits) split_data_wait(r, a, b, w);
+  const uint64_t dl = st.ns[static_cast<size_t>(Category::data_loading)];
+  const double busy = static_cast<double>(w.io + w.cpu), total = busy + static_cast<double>(w.throttled);
+  if (total > 0) {
+    const double rc = std::min(static_cast<double>(w.reclaim), busy);
+    auto part = [&](double x) { return static_cast<uint64_t>(static_cast<double>(dl) * x / total); };
+    st.data_reclaim_ns = part(rc);
+    st.data_throttled_ns = part(static_cast<double>(w.throttled));
+    st.data_storage_ns = busy > 0 ? part(static_cast<double>(w.io) * (1.0 - rc / busy)) : 0;
+    st.data_preprocess_ns = dl - std::min(dl, st.data_reclaim_ns + st.data_throttled_ns + st.data_storage_ns);
   } else {
     st.data_preprocess_ns = dl;
   }
+  add_main_steals(t, ws, we, st);
   if (st.arrival_ns == 0 && !exec.empty()) st.arrival_ns = exec.front().first;
   st.loader_busy_ns = loader_busy(r, ws, we);
 }

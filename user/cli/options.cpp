@@ -58,8 +58,10 @@ Result<uint32_t> parse_subsystems(const std::string& s) {
     else if (item == "net") bits |= ST_SUB_NET;
     else if (item == "accel") bits |= ST_SUB_ACCEL;
     else if (item == "uprobe") bits |= ST_SUB_UPROBE;
-    else if (item == "all") bits |= ST_SUB_SCHED | ST_SUB_BLOCK | ST_SUB_NET | ST_SUB_ACCEL | ST_SUB_UPROBE;
-    else return make_error(fmt::format("unknown collector '{}' (sched, block, net, accel, uprobe, all)", item));
+    else if (item == "steal") bits |= ST_SUB_STEAL;
+    else if (item == "all")
+      bits |= ST_SUB_SCHED | ST_SUB_BLOCK | ST_SUB_NET | ST_SUB_ACCEL | ST_SUB_UPROBE | ST_SUB_STEAL;
+    else return make_error(fmt::format("unknown collector '{}' (sched, block, net, accel, uprobe, steal, all)", item));
   }
   if (bits == 0) return make_error("no collector selected");
   return bits;
@@ -177,7 +179,7 @@ void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::ve
   app->add_option("--drain-ms", o.drain_ms,
                   "Ring buffer drain interval in ms while records come (idle: 500 ms, woken by the next record)")
       ->check(CLI::Range(1, 1000));
-  app->add_option("--collectors", collectors, "Comma list: sched,block,net,accel,uprobe,all");
+  app->add_option("--collectors", collectors, "Comma list: sched,block,net,accel,uprobe,steal,all");
   app->add_option("--runtime-lib", o.runtime_libs,
                   "Neuron runtime library (libnrt.so) or step-marker library to probe; found automatically in the "
                   "traced processes' memory maps otherwise");

@@ -38,7 +38,7 @@ void add_flags(CLI::App& app, DaemonConfig& c) {
   app.add_option("--scan-ms", c.scan_ms, "Discovery interval: scan /proc/*/fd for accelerator users");
   app.add_option("--drain-ms", c.drain_ms, "Ring buffer drain interval in ms");
   app.add_option("--ring-mib", c.ring_mib, "Ring buffer size in MiB (power of two)");
-  app.add_option("--collectors", c.collectors, "Comma list: sched,block,net,accel,uprobe,all");
+  app.add_option("--collectors", c.collectors, "Comma list: sched,block,net,accel,uprobe,steal,all");
   app.add_option("--accel-dev", c.accel_devs, "Accelerator device file (repeatable; Neuron devices are found by major)");
   app.add_option("--rdma-dev", c.rdma_devs,
                  "RDMA verbs file whose calls (EFA control path) are traced (repeatable; uverbs devices are found by "

@@ -75,6 +75,14 @@ struct RankSeries {
   };
   std::map<uint32_t, Proc> procs;
   std::array<double, kCategories> cat_s{};
+  // What the host took from the steps (attribution/host_steals.h), seconds
+  // by steptrace_host_steal_seconds_total's cause label (kStealLabels).
+  std::array<double, 6> steal_s{};
+  void add_steals(const StepResult& st) {
+    const uint64_t stolen[] = {st.throttled_ns, st.data_throttled_ns, st.data_reclaim_ns,
+                               st.reclaim_ns,   st.irq_ns,            st.softirq_ns};
+    for (size_t i = 0; i < steal_s.size(); ++i) steal_s[i] += static_cast<double>(stolen[i]) / 1e9;
+  }
   std::array<uint64_t, kNumBuckets> buckets{};
   double sum_s = 0;
   uint64_t count = 0;

@@ -67,6 +67,18 @@ void Daemon::render_step_metrics(Exposition& x) const {
   for (const auto& [k, s] : series_)
     for (size_t c = 0; c < kCategories; ++c)
       x.sample("steptrace_category_seconds_total", R(s, {{"category", std::string(kCategoryNames[c])}}), s.cat_s[c]);
+  {
+    // RankSeries::steal_s, in this order.
+    constexpr const char* kStealLabels[] = {"cpu_throttling", "loader_throttling", "loader_reclaim",
+                                            "main_reclaim",   "irq",               "softirq"};
+    x.family("steptrace_host_steal_seconds_total", "counter",
+             "Step time the host took, per rank: the main thread throttled by its cgroup's CPU quota (of "
+             "cpu_contention), loaders throttled or in memory reclaim (of data_loading), the main thread's reclaim, "
+             "interrupt handlers in its time");
+    for (const auto& [k, s] : series_)
+      for (size_t i = 0; i < s.steal_s.size(); ++i)
+        x.sample("steptrace_host_steal_seconds_total", R(s, {{"cause", kStealLabels[i]}}), s.steal_s[i]);
+  }
   x.family("steptrace_straggler_steps_total", "counter", "Steps in which this rank arrived last at the collective");
   for (const auto& [k, s] : series_)
     x.sample("steptrace_straggler_steps_total", R(s), static_cast<double>(s.straggler_steps));
@@ -219,7 +231,7 @@ void Daemon::render_cost_metrics(Exposition& x) const {
   x.sample("steptrace_aggregation_enabled", host_labels({}), budget_.level() >= kLevelAggregated && tracer_ ? 1 : 0);
   x.family("steptrace_collector_enabled", "gauge", "1 when the collector runs");
   const std::pair<const char*, uint32_t> subs[] = {
-      {"sched", ST_SUB_SCHED}, {"block", ST_SUB_BLOCK}, {"net", ST_SUB_NET}, {"accel", ST_SUB_ACCEL}, {"uprobe", ST_SUB_UPROBE}};
+      {"sched", ST_SUB_SCHED}, {"block", ST_SUB_BLOCK}, {"net", ST_SUB_NET}, {"accel", ST_SUB_ACCEL}, {"uprobe", ST_SUB_UPROBE}, {"steal", ST_SUB_STEAL}};
   for (const auto& [name, bit] : subs)
     x.sample("steptrace_collector_enabled", host_labels({{"collector", name}}), (active_subsystems_ & bit) ? 1 : 0);
 

@@ -28,6 +28,7 @@ std::string_view kind_name(uint32_t kind) {
     case ST_EV_ACCEL_TP: return "accel_tp";
     case ST_EV_RDMA_VERB: return "rdma_verb";
     case ST_EV_USER_NOTE: return "user_note";
+    case ST_EV_HOST_STEAL: return "host_steal";
     default: return "unknown";
   }
 }
@@ -83,6 +84,7 @@ std::optional<Event> Decoder::decode(const void* data, size_t len) {
     case ST_EV_UPROBE: return copy_as<st_uprobe>(data, len, stats_, h.kind);
     case ST_EV_ACCEL_TP: return copy_as<st_accel_tp>(data, len, stats_, h.kind);
     case ST_EV_RDMA_VERB: return copy_as<st_rdma_verb>(data, len, stats_, h.kind);
+    case ST_EV_HOST_STEAL: return copy_as<st_host_steal>(data, len, stats_, h.kind);
     default: ++stats_.unknown_kind; return std::nullopt;
   }
 }

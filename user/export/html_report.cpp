@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "export/html_report.h"
 
+#include "attribution/host_steals.h"
 #include "export/provenance.h"
 #include "util/json_text.h"
 
@@ -192,6 +193,20 @@ std::string html_report(const SessionReport& r) {
   for (const auto& e : v.evidence) o += "<li>" + html_escape(e) + "</li>\n";
   o += "</ul>\n";
   o += what_if_html(job.what_if);
+  if (!job.host_steals.findings.empty()) {
+    o += "<h2>What the host took from the steps</h2>\n<table id=\"host-steals\"><tr><th>rank</th><th>step ms</th>"
+         "<th>throttled</th><th>loaders throttled</th><th>loaders reclaim</th><th>reclaim</th><th>irq</th>"
+         "<th>softirq</th></tr>\n";
+    for (const auto& s : job.host_steals.ranks)
+      o += fmt::format("<tr><td>{}</td><td>{:.1f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td>"
+                       "<td>{:.2f}</td><td>{:.2f}</td></tr>\n",
+                       s.rank, s.step_ns / 1e6, s.throttled_ns / 1e6, s.data_throttled_ns / 1e6,
+                       s.data_reclaim_ns / 1e6, s.reclaim_ns / 1e6, s.irq_ns / 1e6, s.softirq_ns / 1e6);
+    o += "</table>\n<ul>\n";
+    for (const auto& f : job.host_steals.findings)
+      o += "<li>" + html_escape(f.text + ": " + f.recommendation) + "</li>\n";
+    o += "</ul>\n";
+  }
 
   o += "<h2>Every step's breakdown</h2>\n<div class=\"legend\" id=\"legend\"></div>\n<div id=\"chart\"></div>\n";
   o += "<noscript><p>The charts need JavaScript; the tables below do not.</p></noscript>\n";

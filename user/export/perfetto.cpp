@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "export/perfetto.h"
 
+#include "attribution/host_steals.h"
 #include "export/provenance.h"
 
 #include <fmt/core.h>
@@ -95,6 +96,14 @@ struct TraceWriter {
         args["gating"] = std::string(category_name(st.gating));
         args["late_ms"] = static_cast<double>(st.late_ns) / 1e6;
         args["copy_bytes"] = st.copy_bytes;
+        // What the host took (attribution/host_steals.h), where it took any.
+        for (const auto& [name, ns] : {std::pair<const char*, uint64_t>{"throttled_ms", st.throttled_ns},
+                                       {"loaders_throttled_ms", st.data_throttled_ns},
+                                       {"loaders_reclaim_ms", st.data_reclaim_ns},
+                                       {"reclaim_ms", st.reclaim_ns},
+                                       {"irq_ms", st.irq_ns},
+                                       {"softirq_ms", st.softirq_ns}})
+          if (ns) args[name] = static_cast<double>(ns) / 1e6;
         args["warmup"] = st.index < job.skipped_warmup_steps;
         ev.push_back({{"ph", "X"}, {"name", fmt::format("step {}", st.index)}, {"cat", "step"}, {"pid", rk.pid},
                       {"tid", tid}, {"ts", us(st.start_ns)}, {"dur", dur_us(st.start_ns, st.end_ns)},
@@ -110,7 +119,9 @@ struct TraceWriter {
         ++dropped_slices;
         continue;
       }
-      json e = {{"ph", "X"}, {"name", state_name(s.state)}, {"cat", "sched"}, {"pid", t.pid}, {"tid", t.tid},
+      const std::string name =
+          s.throttled ? std::string(state_name(s.state)) + " (cpu quota)" : std::string(state_name(s.state));
+      json e = {{"ph", "X"}, {"name", name}, {"cat", "sched"}, {"pid", t.pid}, {"tid", t.tid},
                 {"ts", us(s.start)}, {"dur", dur_us(s.start, s.end)}};
       if (s.waker_tid) e["args"] = {{"woken_by_tid", s.waker_tid}, {"woken_by_pid", s.waker_pid}};
       if (s.preempted_by) e["args"] = {{"preempted_by_tid", s.preempted_by}};
@@ -184,6 +195,27 @@ struct TraceWriter {
     }
   }
 
+  // What the host took from the thread: reclaim passes, and the interrupt
+  // time of each slice that lost 20 us or more (a timer tick takes a few).
+  void host_steals(const ThreadTimeline& t) {
+    for (const auto& h : t.steals) {
+      if (h.end < h.start || ev.size() + 2 > opt.max_events) continue;
+      const bool reclaim = h.kind == ST_STEAL_DIRECT_RECLAIM || h.kind == ST_STEAL_MEMCG_RECLAIM;
+      if (!reclaim && h.ns < 20'000) continue;
+      std::string name = h.kind == ST_STEAL_DIRECT_RECLAIM ? "direct reclaim"
+                         : h.kind == ST_STEAL_MEMCG_RECLAIM ? "memcg reclaim"
+                         : h.kind == ST_STEAL_IRQ           ? "hardirq"
+                                                            : "softirq " + softirq_vec_names(h.detail);
+      json args = {{"tid", t.tid}, {reclaim ? "pages" : "handlers", h.count}};
+      if (!reclaim) args["stolen_us"] = static_cast<double>(h.ns) / 1e3;
+      ev.push_back({{"ph", "b"}, {"name", name}, {"cat", "host_steal"}, {"id", async_id}, {"pid", t.pid},
+                    {"tid", t.tid}, {"ts", us(h.start)}, {"args", args}});
+      ev.push_back({{"ph", "e"}, {"name", name}, {"cat", "host_steal"}, {"id", async_id}, {"pid", t.pid},
+                    {"tid", t.tid}, {"ts", us(h.end)}});
+      ++async_id;
+    }
+  }
+
   // Threads: names, state slices, call slices, disk requests.
   void thread_tracks() {
     std::vector<const ThreadTimeline*> tls;
@@ -197,6 +229,7 @@ struct TraceWriter {
       state_slices(*t);
       call_slices(*t, comm);
       disk_requests(*t);
+      host_steals(*t);
     }
   }
 

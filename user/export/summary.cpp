@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "export/summary.h"
 
+#include "attribution/host_steals.h"
 #include "export/provenance.h"
 #include "export/report_stats.h"
 #include "export/what_if_view.h"
@@ -14,6 +15,33 @@
 #include <vector>
 
 namespace steptrace {
+namespace {
+nlohmann::json host_steals_json(const HostSteals& hs) {
+  using nlohmann::json;
+  json steal_ranks = json::array(), steal_findings = json::array();
+  for (const auto& s : hs.ranks)
+    steal_ranks.push_back({{"rank", s.rank},
+                           {"steps", s.steps},
+                           {"step_ns", s.step_ns},
+                           {"throttled_ns", s.throttled_ns},
+                           {"data_throttled_ns", s.data_throttled_ns},
+                           {"data_reclaim_ns", s.data_reclaim_ns},
+                           {"reclaim_ns", s.reclaim_ns},
+                           {"irq_ns", s.irq_ns},
+                           {"softirq_ns", s.softirq_ns},
+                           {"softirq_vectors", softirq_vec_names(s.softirq_vecs)}});
+  for (const auto& f : hs.findings)
+    steal_findings.push_back({{"cause", std::string(steal_cause_name(f.cause))},
+                              {"within", std::string(category_name(f.within))},
+                              {"ranks", f.ranks},
+                              {"ns_per_step", f.ns_per_step},
+                              {"share", f.share},
+                              {"text", f.text},
+                              {"recommendation", f.recommendation}});
+  return {{"ranks", steal_ranks}, {"findings", steal_findings}};
+}
+}  // namespace
+
 nlohmann::json job_json(const JobAnalysis& job) {
   using nlohmann::json;
   auto cats = [](const CategoryNs& ns) {
@@ -45,6 +73,12 @@ nlohmann::json job_json(const JobAnalysis& job) {
                        {"data_storage_ns", st.data_storage_ns},
                        {"data_preprocess_ns", st.data_preprocess_ns},
                        {"collective_on_cpu_ns", st.collective_on_cpu_ns},
+                       {"throttled_ns", st.throttled_ns},
+                       {"data_throttled_ns", st.data_throttled_ns},
+                       {"data_reclaim_ns", st.data_reclaim_ns},
+                       {"reclaim_ns", st.reclaim_ns},
+                       {"irq_ns", st.irq_ns},
+                       {"softirq_ns", st.softirq_ns},
                        {"arrival_ns", st.arrival_ns},
                        {"late_ns", st.late_ns},
                        {"copy_bytes", st.copy_bytes},
@@ -102,9 +136,15 @@ nlohmann::json job_json(const JobAnalysis& job) {
                        {"cause", std::string(category_name(c.cause))},
                        {"cause_delta_ms", c.cause_delta_ms},
                        {"text", describe_change(c)}});
-  return {{"verdict", verdict}, {"mean_share", shares}, {"skipped_warmup_steps", job.skipped_warmup_steps},
-          {"ranks", ranks}, {"device_signals", signals::summary_to_json(job.signals)},
-          {"efa_control_path", fabric}, {"changes", changes}, {"what_if", what_if_json(job.what_if)}};
+  return {{"verdict", verdict},
+          {"mean_share", shares},
+          {"skipped_warmup_steps", job.skipped_warmup_steps},
+          {"ranks", ranks},
+          {"device_signals", signals::summary_to_json(job.signals)},
+          {"efa_control_path", fabric},
+          {"changes", changes},
+          {"what_if", what_if_json(job.what_if)},
+          {"host_steals", host_steals_json(job.host_steals)}};
 }
 
 nlohmann::json summary_json(const SessionReport& r) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "attribution/host_steals.h"
 #include "export/provenance.h"
 #include "export/report_stats.h"
 #include "export/what_if_view.h"
@@ -165,6 +166,27 @@ void changes_section(std::string& o, const SessionReport& r, const Painter& pain
   }
 }
 
+// What the host took from the steps, per rank, when anything: the named
+// causes first, then each rank's means per step.
+void host_steals_section(std::string& o, const SessionReport& r, const Painter& paint) {
+  const auto& hs = r.job.host_steals;
+  // Timer ticks take a few microseconds from every slice: shown from half a
+  // percent of the step.
+  bool any = !hs.findings.empty();
+  for (const auto& s : hs.ranks)
+    any = any || s.throttled_ns + s.data_throttled_ns + s.data_reclaim_ns + s.reclaim_ns + s.irq_ns + s.softirq_ns >=
+                     0.005 * s.step_ns;
+  if (!any) return;
+  o += "\n" + paint("What the host took from the steps", "1") + "\n";
+  for (const auto& f : hs.findings) o += wrap("  - ", f.text + ": " + f.recommendation, "    ");
+  o += "  rank   step ms  throttled  loaders throttled  loaders reclaim  reclaim    irq  softirq (ms/step)\n";
+  for (const auto& s : hs.ranks)
+    o += fmt::format("  {:>4}  {:>8.1f}  {:>9.2f}  {:>17.2f}  {:>15.2f}  {:>7.2f}  {:>5.2f}  {:>7.2f}{}\n", s.rank,
+                     s.step_ns / 1e6, s.throttled_ns / 1e6, s.data_throttled_ns / 1e6, s.data_reclaim_ns / 1e6,
+                     s.reclaim_ns / 1e6, s.irq_ns / 1e6, s.softirq_ns / 1e6,
+                     s.softirq_vecs ? "  " + softirq_vec_names(s.softirq_vecs) : std::string());
+}
+
 // 2-5. Steps, percentiles, evidence, ranks (when there are ranks).
 // Who each rank is (container, pod, the launcher's rank) and where its steps came from, and why.
 void sources_section(std::string& o, const SessionReport& r, const Painter& paint) {
@@ -217,6 +239,7 @@ void ranks_sections(std::string& o, const SessionReport& r, const TextStyle& sty
     if (v.evidence.empty()) o += "  (none)\n";
     for (const auto& e : v.evidence) o += wrap("  - ", e, "    ");
     changes_section(o, r, paint);
+    host_steals_section(o, r, paint);
 
     // 4b. What if: the fixes ranked by the step time they would save.
     if (const WhatIfText w = what_if_text(job.what_if); !w.title.empty()) {

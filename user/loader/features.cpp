@@ -74,6 +74,12 @@ KernelFeatures probe_features(const std::string& btf_override) {
     f.tp_inet_sock_set_state = btf_has_tracepoint(btf, "inet_sock_set_state");
     f.tp_tcp_retransmit = btf_has_tracepoint(btf, "tcp_retransmit_skb");
     f.tp_sys_enter = btf_has_tracepoint(btf, "sys_enter");
+    f.tp_irq = btf_has_tracepoint(btf, "irq_handler_entry") && btf_has_tracepoint(btf, "irq_handler_exit") &&
+               btf_has_tracepoint(btf, "softirq_entry") && btf_has_tracepoint(btf, "softirq_exit");
+    f.tp_direct_reclaim = btf_has_tracepoint(btf, "mm_vmscan_direct_reclaim_begin") &&
+                          btf_has_tracepoint(btf, "mm_vmscan_direct_reclaim_end");
+    f.tp_memcg_reclaim = btf_has_tracepoint(btf, "mm_vmscan_memcg_reclaim_begin") &&
+                         btf_has_tracepoint(btf, "mm_vmscan_memcg_reclaim_end");
     // Kprobe-tier targets of the net collector: functions the kernel's BTF knows (not inlined).
     f.kprobe_tcp = btf__find_by_name_kind(btf, "tcp_sendmsg", BTF_KIND_FUNC) > 0 &&
                    btf__find_by_name_kind(btf, "tcp_recvmsg", BTF_KIND_FUNC) > 0;

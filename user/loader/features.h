@@ -27,6 +27,9 @@ struct KernelFeatures {
   bool tp_inet_sock_set_state = false;
   bool tp_tcp_retransmit = false;
   bool tp_sys_enter = false;
+  bool tp_irq = false;             // irq:irq_handler_entry/exit and softirq_entry/exit
+  bool tp_direct_reclaim = false;  // vmscan:mm_vmscan_direct_reclaim_begin/end
+  bool tp_memcg_reclaim = false;   // vmscan:mm_vmscan_memcg_reclaim_begin/end (CONFIG_MEMCG)
   // Kprobe-tier targets.
   bool kprobe_tcp = false;         // tcp_sendmsg and tcp_recvmsg are functions in the kernel's BTF
   bool neuron_ioctl_sym = false;   // ncdev_ioctl of the neuron module in /proc/kallsyms

@@ -54,6 +54,17 @@ std::vector<AttachTier> TierPlan::describe(uint32_t sub, const KernelFeatures& f
   else
     t.push_back({"block", f.tp_block_rq ? "tp_btf block_rq_insert/issue/complete"
                                         : "unavailable: no block_rq tracepoints"});
+  if (!(sub & ST_SUB_STEAL)) {
+    t.push_back({"steal", "disabled"});
+  } else {
+    std::string s;
+    auto add = [&s](const char* what) { s += (s.empty() ? "" : ", ") + std::string(what); };
+    if (sub & ST_SUB_SCHED) add("CPU throttling (sched_switch + cfs_rq throttle_count)");
+    if ((sub & ST_SUB_SCHED) && f.tp_irq) add("tp_btf irq_handler/softirq entry/exit");
+    if (f.tp_direct_reclaim) add("tp_btf mm_vmscan_direct_reclaim");
+    if (f.tp_memcg_reclaim) add("tp_btf mm_vmscan_memcg_reclaim");
+    t.push_back({"steal", s.empty() ? "unavailable: no irq or vmscan tracepoints, sched collector off" : s});
+  }
   if (!(sub & ST_SUB_NET)) t.push_back({"net", "disabled"});
   else if (net_tp) t.push_back({"net", "tp_btf sock_send_length/sock_recv_length + tcp state"});
   else if (net_kprobe) t.push_back({"net", "kprobe/kretprobe tcp_sendmsg/tcp_recvmsg + tcp state"});

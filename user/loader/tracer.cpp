@@ -120,6 +120,21 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
   }
   if (!(sub & ST_SUB_NET) || !f.tp_tcp_retransmit) off(skel_->progs.st_tcp_retransmit_skb);
   if (!(sub & ST_SUB_NET) || !f.tp_inet_sock_set_state) off(skel_->progs.st_inet_sock_set_state);
+  // Host steals: interrupts need the sched collector (it sends their time
+  // per slice and keeps the per-CPU current target); reclaim does not.
+  const bool steal = (sub & ST_SUB_STEAL) != 0;
+  if (!steal || !(sub & ST_SUB_SCHED) || !f.tp_irq)
+    for (auto* p : {skel_->progs.st_irq_entry, skel_->progs.st_irq_exit, skel_->progs.st_softirq_entry,
+                    skel_->progs.st_softirq_exit})
+      off(p);
+  if (!steal || !f.tp_direct_reclaim) {
+    off(skel_->progs.st_direct_reclaim_begin);
+    off(skel_->progs.st_direct_reclaim_end);
+  }
+  if (!steal || !f.tp_memcg_reclaim) {
+    off(skel_->progs.st_memcg_reclaim_begin);
+    off(skel_->progs.st_memcg_reclaim_end);
+  }
   // Uprobe programs are attached by hand (attach_uprobe), never by the skeleton.
   bpf_program__set_autoattach(skel_->progs.st_uprobe_entry, false);
   bpf_program__set_autoattach(skel_->progs.st_uprobe_return, false);

@@ -27,7 +27,7 @@ struct TracerSettings {
   uint32_t filter_mode = ST_FILTER_TGID;
   uint64_t cgroup_id = 0;
   bool follow_forks = true;
-  uint32_t subsystems = ST_SUB_SCHED | ST_SUB_BLOCK | ST_SUB_NET | ST_SUB_ACCEL | ST_SUB_UPROBE;
+  uint32_t subsystems = ST_SUB_SCHED | ST_SUB_BLOCK | ST_SUB_NET | ST_SUB_ACCEL | ST_SUB_UPROBE | ST_SUB_STEAL;
   uint32_t self_tgid = 0;
   uint32_t neuron_major = 0;
   uint32_t n_accel_devs = 0;       // how many --accel-dev / --rdma-dev entries may be added later

@@ -71,6 +71,7 @@ void TimelineStore::on_switch(const st_sched_switch& e, ThreadTable* totals) {
                                              : ThreadState::sleeping;
     move_to(t, s, ts, totals);
     if (s == ThreadState::runnable && (e.flags & ST_SWITCH_PREEMPT)) t.pending.preempted_by = e.next_tid;
+    if (s == ThreadState::runnable && (e.flags & ST_SWITCH_THROTTLED)) t.pending.throttled = true;
     if (s != ThreadState::runnable) t.pending.blocked_sys = e.prev_sys_nr;
   }
   if (e.flags & ST_SWITCH_NEXT_TARGET) move_to(get(e.next_pid, e.next_tid), ThreadState::running, ts, totals);
@@ -137,6 +138,22 @@ void TimelineStore::on_event(const Event& ev, ThreadTable* totals) {
           s.bytes = e.bytes;
           s.ret = e.ret;
           get(e.hdr.pid, e.hdr.tid).spans.push_back(s);
+        } else if constexpr (std::is_same_v<T, st_host_steal>) {
+          auto& t = get(e.hdr.pid, e.hdr.tid);
+          HostSteal h;
+          h.end = ts;
+          h.ns = e.ns;
+          h.kind = e.kind;
+          h.count = e.count;
+          h.detail = e.detail;
+          if (e.start_ns) {
+            h.start = e.start_ns <= ts ? e.start_ns : ts;
+          } else {
+            // Interrupts inside the slice now ending: its switch-out follows
+            // with the same timestamp.
+            h.start = t.cur == ThreadState::running && t.cur_since <= ts ? t.cur_since : ts;
+          }
+          if (h.start < h.end || h.ns) t.steals.push_back(h);
         } else if constexpr (std::is_same_v<T, st_net_xfer>) {
           Span s;
           s.start = e.dur_ns && e.dur_ns < ts ? ts - e.dur_ns : ts;
@@ -208,7 +225,9 @@ void TimelineStore::forget_before(uint64_t ts) {
     erase_ended(t.spans, ts, [](const Span& s) { return s.end; });
     erase_ended(t.block, ts, [](const BlockIo& b) { return b.end; });
     erase_ended(t.markers, ts, [](uint64_t m) { return m; });
-    const bool idle = t.segs.empty() && t.spans.empty() && t.block.empty() && t.markers.empty() && t.open_calls.empty();
+    erase_ended(t.steals, ts, [](const HostSteal& h) { return h.end; });
+    const bool idle = t.segs.empty() && t.spans.empty() && t.block.empty() && t.markers.empty() &&
+                      t.steals.empty() && t.open_calls.empty();
     if (idle && t.cur == ThreadState::dead) {
       it = threads_.erase(it);
       continue;
@@ -227,7 +246,8 @@ void TimelineStore::forget_before(uint64_t ts) {
 
 size_t TimelineStore::entries() const {
   size_t n = 0;
-  for (const auto& [key, t] : threads_) n += t.segs.size() + t.spans.size() + t.block.size() + t.markers.size();
+  for (const auto& [key, t] : threads_)
+    n += t.segs.size() + t.spans.size() + t.block.size() + t.markers.size() + t.steals.size();
   return n;
 }
 
@@ -235,7 +255,8 @@ size_t TimelineStore::memory_bytes() const {
   size_t n = threads_.size() * (sizeof(ThreadTimeline) + 32) + socks_.size() * 64 + parent_.size() * 48;
   for (const auto& [key, t] : threads_)
     n += t.segs.capacity() * sizeof(StateSeg) + t.spans.capacity() * sizeof(Span) +
-         t.block.capacity() * sizeof(BlockIo) + t.markers.capacity() * sizeof(uint64_t);
+         t.block.capacity() * sizeof(BlockIo) + t.markers.capacity() * sizeof(uint64_t) +
+         t.steals.capacity() * sizeof(HostSteal);
   return n;
 }
 

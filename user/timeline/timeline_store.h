@@ -27,6 +27,20 @@ struct StateSeg {
   // code "wakes" the sleeper in that thread's name.
   int32_t waker_sys = -1;
   uint32_t preempted_by = 0; // runnable after preemption: the tid that took the CPU
+  // runnable: it left the CPU because its cgroup ran out of CPU quota
+  // (ST_SWITCH_THROTTLED), so the wait is throttling, not a busy CPU.
+  bool throttled = false;
+};
+
+// Time the host took from a thread (ST_EV_HOST_STEAL): interrupt handlers
+// inside one of its on-CPU slices (`ns` of [start, end)), or a memory reclaim
+// pass it ran itself (all of [start, end), ns = end - start).
+struct HostSteal {
+  uint64_t start = 0, end = 0;
+  uint64_t ns = 0;
+  uint32_t kind = 0;   // enum st_steal_kind
+  uint32_t count = 0;  // handler runs / pages reclaimed
+  uint32_t detail = 0; // softirq vectors
 };
 
 enum class SpanKind : uint8_t { ioctl, net_send, net_recv, nrt_execute, nrt_tensor_write, nrt_tensor_read, rdma_verb };
@@ -53,6 +67,7 @@ struct ThreadTimeline {
   std::vector<Span> spans;        // in end-time order
   std::vector<BlockIo> block;     // requests this thread caused
   std::vector<uint64_t> markers;  // steptrace_step() calls
+  std::vector<HostSteal> steals;  // in end-time order
   // open state
   ThreadState cur = ThreadState::unknown;
   uint64_t cur_since = 0;
