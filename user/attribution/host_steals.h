@@ -24,8 +24,11 @@ struct RankSteals {
   uint64_t steps = 0;
   double step_ns = 0;
   double throttled_ns = 0;       // of cpu_contention
+  double throttled_wait_ns = 0;  // all the main thread's quota waits in the step
   double data_throttled_ns = 0;  // of data_loading
   double data_reclaim_ns = 0;    // of data_loading
+  double loader_reclaim_ns = 0;  // all the loaders' reclaim in the step
+  double data_loading_ns = 0;    // the main thread's wait for batches
   double reclaim_ns = 0;         // main thread's own reclaim
   double irq_ns = 0, softirq_ns = 0;
   uint32_t softirq_vecs = 0;

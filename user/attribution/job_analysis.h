@@ -62,8 +62,15 @@ struct StepResult {
   // main thread's own reclaim time and the interrupt handler time that ran
   // in its slices (inside whatever category the time went to).
   uint64_t throttled_ns = 0;
+  // All of the main thread's waits for its cgroup's quota inside the step,
+  // whatever the time went to (throttled_ns is the part on the step's
+  // critical path: a poller throttled while the device works loses nothing).
+  uint64_t throttled_wait_ns = 0;
   uint64_t data_throttled_ns = 0;
   uint64_t data_reclaim_ns = 0;
+  // All of the loaders' reclaim inside the step, summed over them, whether
+  // the main thread waited meanwhile or not (data_reclaim_ns is its wait).
+  uint64_t loader_reclaim_ns = 0;
   uint64_t reclaim_ns = 0;
   uint64_t irq_ns = 0;
   uint64_t softirq_ns = 0;

@@ -24,6 +24,23 @@ namespace {
 // What the loaders did while the main thread waited for a batch in [s, e),
 // summed over them: on a CPU, on storage, waiting out their cgroup's CPU
 // quota, and (inside the first two) in memory reclaim.
+// A thread's reclaim passes clipped to [s, e). Passes are sorted by end; a
+// pass is short (bounded by what one allocation reclaims), so one ending
+// over a second after e is past every pass that starts before e.
+uint64_t reclaim_in(const ThreadTimeline& t, uint64_t s, uint64_t e) {
+  uint64_t ns = 0;
+  auto it = std::partition_point(t.steals.begin(), t.steals.end(), [s](const HostSteal& h) { return h.end <= s; });
+  for (; it != t.steals.end(); ++it) {
+    if (it->start >= e) {
+      if (it->end > e + 1'000'000'000ull) break;
+      continue;
+    }
+    if (it->kind == ST_STEAL_DIRECT_RECLAIM || it->kind == ST_STEAL_MEMCG_RECLAIM)
+      ns += overlap_ns(it->start, it->end, s, e);
+  }
+  return ns;
+}
+
 struct LoaderWork {
   uint64_t io = 0, cpu = 0, throttled = 0, reclaim = 0;
 };
@@ -45,15 +62,15 @@ void split_data_wait(const steps::RankSteps& r, uint64_t s, uint64_t e, LoaderWo
       if (b.start >= e || b.write) continue;
       w.io += overlap_ns(b.start, b.end, s, e) / 2;  // half weight: avoid double counting a D-state wait
     }
-    for (const auto& h : lt->steals)
-      if (h.kind == ST_STEAL_DIRECT_RECLAIM || h.kind == ST_STEAL_MEMCG_RECLAIM)
-        w.reclaim += overlap_ns(h.start, h.end, s, e);
+    w.reclaim += reclaim_in(*lt, s, e);
   }
 }
 
 // Interrupt time inside the main thread's slices and its reclaim passes,
 // clipped to [ws, we) (a slice's interrupt time is spread evenly over it).
 void add_main_steals(const ThreadTimeline& t, uint64_t ws, uint64_t we, StepResult& st) {
+  for (auto g = segs_ending_after(t, ws); g != t.segs.end() && g->start < we; ++g)
+    if (g->state == ThreadState::runnable && g->throttled) st.throttled_wait_ns += overlap_ns(g->start, g->end, ws, we);
   auto it = std::partition_point(t.steals.begin(), t.steals.end(), [ws](const HostSteal& h) { return h.end <= ws; });
   for (; it != t.steals.end(); ++it) {
     const HostSteal& h = *it;
@@ -374,6 +391,7 @@ void attribute_step(const steps::RankSteps& r, uint64_t typical_device_ns, StepR
   add_main_steals(t, ws, we, st);
   if (st.arrival_ns == 0 && !exec.empty()) st.arrival_ns = exec.front().first;
   st.loader_busy_ns = loader_busy(r, ws, we);
+  for (const auto* lt : r.loader_threads) st.loader_reclaim_ns += reclaim_in(*lt, ws, we);
 }
 
 }  // namespace steptrace

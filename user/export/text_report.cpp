@@ -174,15 +174,19 @@ void host_steals_section(std::string& o, const SessionReport& r, const Painter& 
   // percent of the step.
   bool any = !hs.findings.empty();
   for (const auto& s : hs.ranks)
-    any = any || s.throttled_ns + s.data_throttled_ns + s.data_reclaim_ns + s.reclaim_ns + s.irq_ns + s.softirq_ns >=
+    any = any || s.throttled_wait_ns + s.data_throttled_ns + s.loader_reclaim_ns + s.reclaim_ns + s.irq_ns + s.softirq_ns >=
                      0.005 * s.step_ns;
   if (!any) return;
   o += "\n" + paint("What the host took from the steps", "1") + "\n";
   for (const auto& f : hs.findings) o += wrap("  - ", f.text + ": " + f.recommendation, "    ");
-  o += "  rank   step ms  throttled  loaders throttled  loaders reclaim  reclaim    irq  softirq (ms/step)\n";
+  // Throttled: what lengthened the step (of cpu_contention), then all the
+  // quota waits; loaders' reclaim: all of it, then what the main thread waited.
+  o += "  rank   step ms  throttled   (all)  loaders throttled  loaders reclaim  (waited)  reclaim    irq  softirq "
+       "(ms/step)\n";
   for (const auto& s : hs.ranks)
-    o += fmt::format("  {:>4}  {:>8.1f}  {:>9.2f}  {:>17.2f}  {:>15.2f}  {:>7.2f}  {:>5.2f}  {:>7.2f}{}\n", s.rank,
-                     s.step_ns / 1e6, s.throttled_ns / 1e6, s.data_throttled_ns / 1e6, s.data_reclaim_ns / 1e6,
+    o += fmt::format("  {:>4}  {:>8.1f}  {:>9.2f}  {:>6.2f}  {:>17.2f}  {:>15.2f}  {:>8.2f}  {:>7.2f}  {:>5.2f}  {:>7.2f}{}\n",
+                     s.rank, s.step_ns / 1e6, s.throttled_ns / 1e6, s.throttled_wait_ns / 1e6,
+                     s.data_throttled_ns / 1e6, s.loader_reclaim_ns / 1e6, s.data_reclaim_ns / 1e6,
                      s.reclaim_ns / 1e6, s.irq_ns / 1e6, s.softirq_ns / 1e6,
                      s.softirq_vecs ? "  " + softirq_vec_names(s.softirq_vecs) : std::string());
 }
