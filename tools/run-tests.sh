@@ -18,7 +18,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 # ground truth, event storms that must outrun the drain, CPU and memory budgets
 # (ASan quarantine inflates RSS), the bench smoke, the matrix, and the static
 # build (a whole second compile: alone, so it slows no timed test).
-serial='^package: the static|^root:record: |PyTorch DDP job|trainsim:scenario|root:signals|^accuracy:|^bench-smoke|^kmatrix|root:drops|ring-buffer storm|RSS stays flat|under the CPU budget|Prometheus scrapes|at level aggregated|at level sampled|levels full, sampled and aggregated|^root:hangs: |^root:changes: |a change in step time is logged|a job whose steps stop'
+serial='^package: the static|^root:record: |PyTorch DDP job|trainsim:scenario|^trainsim:throttled|^trainsim:memory-pressure|^trainsim:softirq|root:signals|^accuracy:|^bench-smoke|^kmatrix|root:drops|ring-buffer storm|RSS stays flat|under the CPU budget|Prometheus scrapes|at level aggregated|at level sampled|levels full, sampled and aggregated|^root:hangs: |^root:changes: |a change in step time is logged|a job whose steps stop'
 # Tests excluded from CI by name (none at present); STEPTRACE_ALL_TESTS=1
 # runs them anyway. '^$' matches no test name.
 optional='^$'

@@ -377,6 +377,34 @@ class Bench:
             "pingpong", ["--iters", str(self.a.scale(200000, 5000)), "--cpu", "0"], 12)
         self.results["B4-syscall"] = self.nontarget("getppid", ["--iters", str(self.a.scale(1000000, 20000))], 2)
 
+    def b11(self):
+        # The host-steal hooks (bpf/steal.bpf.c) run on every interrupt and
+        # softirq of the machine: their cost on a non-target task, side by side
+        # with the same tracer without them. Loopback TCP request/response
+        # raises a NET_RX softirq per message (2 per round trip: 4 hook runs).
+        it = self.a.scale(15000, 1000)
+        ex = ["--iters", str(it)]
+        idle = self.idle_target()
+        reps = []
+        try:
+            def traced(collectors):
+                def f():
+                    v, rep, _ = self.with_attach([idle.pid], ["--collectors", collectors],
+                                                 lambda _pid: self.run_bare("tcp", ex))
+                    reps.append((collectors, rep))
+                    return v
+                return f
+
+            pairs = self.ab(self.a.pairs, traced("sched,block,net,accel,uprobe"), traced("all"))
+        finally:
+            idle.kill()
+            idle.wait()
+        s = self.summarize(pairs, lambda r: r["cpu_ns_per_op"], 4)
+        s["wall"] = self.summarize(pairs, lambda r: r["ns_per_op"])
+        steal_recs = [rep["events"].get("host_steal", {}).get("emitted", 0) for c, rep in reps if c == "all"]
+        self.check("B11 no host_steal records for a non-target", max(steal_recs) == 0, f"{steal_recs}")
+        self.results["B11"] = s
+
     def b5_run(self, iters, threads, ring_mib, drain_ms):
         gen_out = self.tmp("gen.json")
         gen = subprocess.Popen(self.load_cmd("ioctl", ["--dev", self.accel_file, "--iters", str(iters),
@@ -680,6 +708,12 @@ def build_table(res, env, quick):
                 f"{s['diff_median']:+.0f} ns ({fmt_pct(s['slowdown_median'])})",
                 f"{s['ns_per_event']:+.1f} ns/hook ({s['events_per_op']} hooks/{unit})",
                 f"IQR {100 * s['slowdown_iqr']:.1f} pp", s["pairs"])
+    if "B11" in R:
+        s = R["B11"]
+        row("B11", "loopback TCP req/resp, non-target: steal hooks on vs off", f"{s['a_median']:.0f} ns CPU/rt",
+            f"{s['b_median']:.0f}", f"{s['diff_median']:+.0f} ns ({fmt_pct(s['slowdown_median'])})",
+            f"{s['ns_per_event']:+.1f} ns/hook ({s['events_per_op']} hooks/rt)",
+            f"IQR {100 * s['slowdown_iqr']:.1f} pp", s["pairs"])
     if "B5" in R:
         b = R["B5"]["base"]
         row("B5", "ring: 16 MiB / 10 ms, 1 generator", f"{b['gen_rate_per_s'] / 1e6:.2f} M ev/s offered",
@@ -792,7 +826,7 @@ def main():
     ap.add_argument("--build-dir", default=None)
     ap.add_argument("--out", default="/tmp/steptrace-bench.json", help="JSON results")
     ap.add_argument("--md", default=None, help="also write the tables as Markdown here")
-    ap.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,B9,B10")
+    ap.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,B9,B10,B11")
     ap.add_argument("--pairs", type=int, default=None, help="A/B pairs per micro benchmark (default 7)")
     ap.add_argument("--pairs-b7", type=int, default=None, help="A/B pairs per B7 point (default 6)")
     ap.add_argument("--compute-ms", default="1,10,100", help="B7 sweep")
@@ -822,7 +856,7 @@ def main():
     env = b.environment()
     steal0, tot0 = steal_and_total_ticks()
     errors = []
-    for bid in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B9", "B10"):
+    for bid in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B9", "B10", "B11"):
         if bid not in only:
             continue
         b.log(f"bench: {bid} ({time.monotonic() - t_start:.0f} s)")
