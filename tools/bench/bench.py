@@ -387,20 +387,54 @@ class Bench:
         idle = self.idle_target()
         reps = []
         try:
+            progs = {}
+
+            def work(_pid):
+                v = self.run_bare("tcp", ex)
+                # The kernel's own run time per program (bpf_stats_enabled): the
+                # hooks' cost per run, without the A/B noise of a shared VM.
+                try:
+                    out = subprocess.run(["bpftool", "prog", "show", "--json"], capture_output=True, text=True,
+                                         timeout=30).stdout
+                    for p in json.loads(out or "[]"):
+                        n = p.get("name", "")
+                        if n.startswith(("st_irq", "st_softirq", "st_sched_switch")) and p.get("run_cnt"):
+                            t = progs.setdefault(n, [0, 0])
+                            t[0] += p.get("run_time_ns", 0)
+                            t[1] += p["run_cnt"]
+                except (OSError, ValueError, subprocess.SubprocessError):
+                    pass
+                return v
+
             def traced(collectors):
                 def f():
-                    v, rep, _ = self.with_attach([idle.pid], ["--collectors", collectors],
-                                                 lambda _pid: self.run_bare("tcp", ex))
+                    v, rep, _ = self.with_attach([idle.pid], ["--collectors", collectors], work)
                     reps.append((collectors, rep))
                     return v
                 return f
 
-            pairs = self.ab(self.a.pairs, traced("sched,block,net,accel,uprobe"), traced("all"))
+            stats_path = "/proc/sys/kernel/bpf_stats_enabled"
+            stats_before = read(stats_path, "0").strip() or "0"
+            try:
+                with open(stats_path, "w") as fh:
+                    fh.write("1")
+            except OSError:
+                pass
+            try:
+                pairs = self.ab(self.a.pairs, traced("sched,block,net,accel,uprobe"), traced("all"))
+            finally:
+                try:
+                    with open(stats_path, "w") as fh:
+                        fh.write(stats_before)
+                except OSError:
+                    pass
         finally:
             idle.kill()
             idle.wait()
         s = self.summarize(pairs, lambda r: r["cpu_ns_per_op"], 4)
         s["wall"] = self.summarize(pairs, lambda r: r["ns_per_op"])
+        s["prog_ns_per_run"] = {n: t[0] / t[1] for n, t in sorted(progs.items()) if t[1]}
+        s["prog_runs"] = {n: t[1] for n, t in sorted(progs.items())}
         steal_recs = [rep["events"].get("host_steal", {}).get("emitted", 0) for c, rep in reps if c == "all"]
         self.check("B11 no host_steal records for a non-target", max(steal_recs) == 0, f"{steal_recs}")
         self.results["B11"] = s
@@ -714,6 +748,9 @@ def build_table(res, env, quick):
             f"{s['b_median']:.0f}", f"{s['diff_median']:+.0f} ns ({fmt_pct(s['slowdown_median'])})",
             f"{s['ns_per_event']:+.1f} ns/hook ({s['events_per_op']} hooks/rt)",
             f"IQR {100 * s['slowdown_iqr']:.1f} pp", s["pairs"])
+        per_run = ", ".join(f"{n} {v:.0f} ns" for n, v in s.get("prog_ns_per_run", {}).items())
+        if per_run:
+            row("B11", "per program run (kernel bpf_stats, non-target)", "", "", per_run, "", "", s["pairs"])
     if "B5" in R:
         b = R["B5"]["base"]
         row("B5", "ring: 16 MiB / 10 ms, 1 generator", f"{b['gen_rate_per_s'] / 1e6:.2f} M ev/s offered",
