@@ -9,6 +9,8 @@ out=$top/docs/accuracy.md
 tmp=$(mktemp)
 "$build/tools/accuracy/accuracy-matrix" --trainsim "$build/tools/trainsim/trainsim" --markdown \
   --ranks 2 --ranks 4 --loaders 0 --loaders 1 --loaders 4 2>/dev/null > "$tmp"
+steals=$(mktemp)
+python3 "$top/tools/accuracy/steal-accuracy.py" "$build" --runs 2 > "$steals"
 # The SRE's usual case: the job runs already, steptrace attaches 3 s in.
 attach=$(mktemp)
 "$build/tools/accuracy/accuracy-matrix" --trainsim "$build/tools/trainsim/trainsim" --markdown \
@@ -34,6 +36,12 @@ attach=$(mktemp)
   echo
   cat "$attach"
   echo
+  echo "## Host steals"
+  echo
+  cat "$top/tools/accuracy/steals-intro.md"
+  cat "$steals"
+  echo
+  cat "$top/tools/accuracy/steals-limits.md"
   echo "## Falls short"
   echo
   echo "Rows over the issue's thresholds (verdict wrong, step count off, step duration error >= 2 %,"
@@ -54,5 +62,5 @@ attach=$(mktemp)
     }' "$tmp" | sed 's/  */ /g'
   cat "$top/tools/accuracy/limits.md"
 } > "$out"
-rm -f "$tmp" "$attach"
+rm -f "$tmp" "$attach" "$steals"
 echo "wrote $out"

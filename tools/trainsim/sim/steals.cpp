@@ -259,6 +259,33 @@ bool remove_cgroup(const std::string &dir, bool recursive)
 
 // ---- cpu ------------------------------------------------------------------
 
+namespace {
+
+// v2: the groups of `name` under `mount`, from the root down with
+// `controller` ("+cpu") enabled in each parent, so that no group with
+// processes needs controllers for its children.
+bool make_v2_path(const std::string &mount, const std::string &name, const std::string &controller, std::string *err)
+{
+	std::string cur = mount;
+	if (!write_file(cur + "/cgroup.subtree_control", controller, err))
+		return false;
+	auto parts = split(name, '/');
+	for (size_t i = 0; i < parts.size(); i++) {
+		if (parts[i].empty())
+			continue;
+		cur += "/" + parts[i];
+		if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
+			*err = "mkdir " + cur + ": " + strerror(errno);
+			return false;
+		}
+		if (i + 1 < parts.size() && !write_file(cur + "/cgroup.subtree_control", controller, err))
+			return false;
+	}
+	return true;
+}
+
+} // namespace
+
 std::optional<CpuCgroup> make_cpu_cgroup(const Hierarchy &h, const std::string &name, int64_t quota_us,
 					 int64_t period_us, std::string *err)
 {
@@ -276,21 +303,8 @@ std::optional<CpuCgroup> make_cpu_cgroup(const Hierarchy &h, const std::string &
 	// v2: from the root down, so that no group with processes needs
 	// controllers for its children.
 	cg.path = join(h.mount, name);
-	std::string cur = h.mount;
-	if (!write_file(cur + "/cgroup.subtree_control", "+cpu", err))
+	if (!make_v2_path(h.mount, name, "+cpu", err))
 		return std::nullopt;
-	auto parts = split(name, '/');
-	for (size_t i = 0; i < parts.size(); i++) {
-		if (parts[i].empty())
-			continue;
-		cur += "/" + parts[i];
-		if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
-			*err = "mkdir " + cur + ": " + strerror(errno);
-			return std::nullopt;
-		}
-		if (i + 1 < parts.size() && !write_file(cur + "/cgroup.subtree_control", "+cpu", err))
-			return std::nullopt;
-	}
 	if (!write_file(cg.path + "/cpu.max", std::to_string(quota_us) + " " + std::to_string(period_us), err))
 		return std::nullopt;
 	return cg;
@@ -340,21 +354,8 @@ std::optional<LoaderMem> make_loader_mem(const Hierarchy &mem, const std::string
 			return std::nullopt;
 	} else {
 		m.mem_path = join(mem.mount, name);
-		std::string cur = mem.mount;
-		if (!write_file(cur + "/cgroup.subtree_control", "+memory", err))
+		if (!make_v2_path(mem.mount, name, "+memory", err))
 			return std::nullopt;
-		auto parts = split(name, '/');
-		for (size_t i = 0; i < parts.size(); i++) {
-			if (parts[i].empty())
-				continue;
-			cur += "/" + parts[i];
-			if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
-				*err = "mkdir " + cur + ": " + strerror(errno);
-				return std::nullopt;
-			}
-			if (i + 1 < parts.size() && !write_file(cur + "/cgroup.subtree_control", "+memory", err))
-				return std::nullopt;
-		}
 		if (!write_file(m.mem_path + "/memory.max", std::to_string(limit_bytes), err))
 			return std::nullopt;
 		m.psi_path = m.mem_path;
