@@ -15,6 +15,7 @@
 
 #include "signals/counters.h"
 #include "signals/device_signals.h"
+#include "signals/numa_topology.h"
 
 using namespace steptrace::signals;
 namespace fs = std::filesystem;
@@ -300,4 +301,44 @@ TEST_CASE("device signals: processes get their turn in a long list, and a driver
   CHECK(old_driver.data().device_opens == 1);
   CHECK(old_driver.data().nds_problem.find("old driver") != std::string::npos);
   fs::remove_all(dir2);
+}
+
+TEST_CASE("numa: CPU lists parse, malformed parts are skipped", "[signals]") {
+  CHECK(parse_cpu_list("0-3,8,10-11") == std::vector<int>{0, 1, 2, 3, 8, 10, 11});
+  CHECK(parse_cpu_list("").empty());
+  CHECK(parse_cpu_list("5") == std::vector<int>{5});
+  CHECK(parse_cpu_list("x,2,4-3,-1,7-8") == std::vector<int>{2, 7, 8});
+}
+
+TEST_CASE("numa: nodes and Neuron devices in bus order are read from a fake sysfs tree", "[signals]") {
+  std::string dir = temp_dir();
+  put(dir + "/devices/system/node/node0/cpulist", "0-1\n");
+  put(dir + "/devices/system/node/node1/cpulist", "2-3\n");
+  put(dir + "/devices/system/node/possible", "0-1\n");  // not a node directory
+  auto pci = [&](const std::string& bdf, const char* vendor, const char* device, const char* node) {
+    put(dir + "/bus/pci/devices/" + bdf + "/vendor", vendor);
+    put(dir + "/bus/pci/devices/" + bdf + "/device", device);
+    put(dir + "/bus/pci/devices/" + bdf + "/numa_node", node);
+  };
+  pci("0000:a0:1e.0", "0x1d0f\n", "0x7164\n", "1\n");  // neuron1 (bus order)
+  pci("0000:10:1e.0", "0x1d0f\n", "0x7164\n", "0\n");  // neuron0
+  pci("0000:10:1f.0", "0x1d0f\n", "0xefa1\n", "0\n");  // EFA: same vendor, not Neuron
+  pci("0000:b0:1e.0", "0x1d0f\n", "0x7364\n", "-1\n"); // neuron2, firmware gave no node
+  pci("0000:00:03.0", "0x8086\n", "0x7164\n", "0\n");  // another vendor
+  auto t = read_numa_topology(dir);
+  CHECK(t.nodes == 2);
+  CHECK(t.multi_node());
+  CHECK(t.node_of_cpu(1) == 0);
+  CHECK(t.node_of_cpu(3) == 1);
+  CHECK(t.node_of_cpu(9) == -1);
+  CHECK(t.device_node.at(0) == 0);
+  CHECK(t.device_node.at(1) == 1);
+  CHECK(t.device_node.count(2) == 0);
+  CHECK(t.device_bdf.at(0) == "0000:10:1e.0");
+  CHECK(t.device_bdf.at(2) == "0000:b0:1e.0");
+  CHECK(t.device_bdf.size() == 3);
+  fs::remove_all(dir);
+  auto none = read_numa_topology(dir);  // gone: nothing known, no error
+  CHECK_FALSE(none.multi_node());
+  CHECK(none.device_node.empty());
 }

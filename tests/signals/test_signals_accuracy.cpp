@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+#include <functional>
 #include <map>
 #include <filesystem>
 
@@ -30,11 +32,15 @@ void require_root() {
   REQUIRE(geteuid() == 0);
 }
 
-Run run_sim(const std::string& scenario, std::vector<std::string> extra) {
+// `prepare` writes into the fake sysfs root before the run (the simulator
+// adds its devices' metrics there).
+Run run_sim(const std::string& scenario, std::vector<std::string> extra,
+            const std::function<void(const std::string& sys)>& prepare = {}) {
   char t[] = "/tmp/st-sig-acc.XXXXXX";
   REQUIRE(mkdtemp(t) != nullptr);
   std::string dir = t, dev = dir + "/dev", sys = dir + "/sys";
   std::filesystem::create_directory(dev);
+  if (prepare) prepare(sys);
   Options o;
   o.command = CommandKind::run;
   o.subsystems = *parse_subsystems("all");
@@ -276,4 +282,55 @@ TEST_CASE("signals: without a datastore (old driver) the split falls back to arr
   CHECK(evidence_has(job.verdict, "arrival skew"));
   for (const auto& r : job.ranks)
     for (const auto& st : r.steps) CHECK_FALSE(st.dev.nds);
+}
+
+TEST_CASE("signals: a rank whose main thread runs off its device's NUMA node is named, the other is not",
+          "[root][signals][steals]") {
+  require_root();
+  // A one-node VM cannot misplace a thread: the fake sysfs gives each CPU a
+  // node of its own and both devices node 0. --pin-main pins rank r's main
+  // thread to CPU r % ncpus, so rank 0 runs on its device's node and rank 1
+  // (CPU 1, node 1) on the other.
+  REQUIRE(sysconf(_SC_NPROCESSORS_ONLN) >= 2);
+  auto put = [](const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream(path) << text;
+  };
+  auto run = run_sim("compute-bound", {"--pin-main", "--steps", "12"}, [&](const std::string& sys) {
+    const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    put(sys + "/devices/system/node/node0/cpulist", "0\n");
+    put(sys + "/devices/system/node/node1/cpulist", "1-" + std::to_string(ncpu - 1) + "\n");
+    for (const char* bdf : {"0000:10:1e.0", "0000:10:1f.0"}) {
+      put(sys + "/bus/pci/devices/" + bdf + "/vendor", "0x1d0f\n");
+      put(sys + "/bus/pci/devices/" + bdf + "/device", "0x7164\n");
+      put(sys + "/bus/pci/devices/" + bdf + "/numa_node", "0\n");
+    }
+  });
+  const auto& job = run.report.job;
+  REQUIRE(job.ranks.size() == run.truth.rank_data.size());
+  std::vector<int> remote_ranks;
+  for (const auto& tr_rank : run.truth.rank_data) {
+    const RankResult* r = nullptr;
+    for (const auto& rr : job.ranks)
+      if (rr.pid == static_cast<uint32_t>(tr_rank.pid)) r = &rr;
+    REQUIRE(r != nullptr);
+    INFO("truth rank " << tr_rank.rank << " (tracer rank " << r->rank << "), device " << r->numa.device);
+    CHECK(r->numa.device == tr_rank.rank);  // neuronN is rank N's (--accel-dev order)
+    CHECK(r->numa.device_node == 0);
+    uint64_t on = 0, remote = 0;
+    for (const auto& st : r->steps)
+      if (st.index >= job.skipped_warmup_steps) on += st.on_cpu_ns, remote += st.remote_node_ns;
+    REQUIRE(on > 0);
+    const double share = static_cast<double>(remote) / static_cast<double>(on);
+    INFO("remote share of the main thread's CPU time " << share);
+    if (tr_rank.rank == 0) CHECK(share < 0.05);
+    else CHECK(share > 0.95);
+    if (share > 0.5) remote_ranks.push_back(r->rank);
+  }
+  const StealFinding* f = nullptr;
+  for (const auto& x : job.host_steals.findings)
+    if (x.cause == StealCause::numa_remote) f = &x;
+  REQUIRE(f != nullptr);
+  CHECK(f->ranks == remote_ranks);
+  CHECK(job.verdict.recommendation.find("numactl") != std::string::npos);
 }

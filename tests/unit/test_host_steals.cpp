@@ -11,6 +11,8 @@
 
 #include "attribution/host_steals.h"
 #include "attribution/job_analysis.h"
+#include "decode/neuron_cmd.h"
+#include "signals/signals_data.h"
 #include "steps_events.h"
 
 using namespace steptrace;
@@ -188,4 +190,55 @@ TEST_CASE("host steals: softirq vector names", "[steals][unit]") {
   CHECK(softirq_vec_names(0).empty());
   CHECK(softirq_vec_names((1u << 3) | (1u << 1)) == "TIMER,NET_RX");
   CHECK(softirq_vec_names(1u << 12) == "vec12");
+}
+
+TEST_CASE("host steals: a main thread that runs off its device's NUMA node is named, one on it is not",
+          "[steals][unit]") {
+  // Two nodes of one CPU each; neuron0 on node 0. The main thread's slices
+  // run on `cpu` (the CPU in each switch-out's header).
+  auto job_on = [](uint32_t cpu) {
+    Feed f;
+    f(switch_in(kRankPid, kRankPid, 50 * kMs));
+    f(switch_in(kRankPid, kLoaderTid, 50 * kMs));
+    for (int k = 0; k < 6; ++k) {
+      const uint64_t b = base(k);
+      Event out = switch_out(kRankPid, kRankPid, b);
+      std::get<st_sched_switch>(out).hdr.cpu = cpu;
+      f(out);
+      f(wakeup(kRankPid, kRankPid, b + 3 * kMs, kRankPid, kLoaderTid));
+      f(switch_in(kRankPid, kRankPid, b + 3 * kMs));
+      f(ioctl(kRankPid, kRankPid, b + 4 * kMs, b + 4 * kMs + 100'000, NEURON_CMD_MEM_COPY));
+      f(uprobe(kRankPid, kRankPid, b + 5 * kMs, ST_UP_NRT_EXECUTE, false));
+      f(uprobe(kRankPid, kRankPid, b + 15 * kMs, ST_UP_NRT_EXECUTE, true));
+    }
+    f.finish(base(6) + 5 * kMs);
+    signals::SignalsData sd;
+    sd.numa.cpu_node = {0, 1};
+    sd.numa.nodes = 2;
+    sd.numa.device_node[0] = 0;
+    sd.numa.device_bdf[0] = "0000:10:1e.0";
+    AnalysisOptions opt;
+    opt.device_signals = &sd;
+    DropStats drops;
+    return analyze_job(f.tl, f.tt, drops, opt);
+  };
+  JobAnalysis remote = job_on(1);
+  REQUIRE(remote.ranks.size() == 1);
+  CHECK(remote.ranks[0].numa.device == 0);
+  CHECK(remote.ranks[0].numa.device_node == 0);
+  const auto& st = remote.ranks[0].steps[2];
+  // On a CPU from the batch to the step's end: 17 of its 20 ms, all on node 1.
+  CHECK(st.on_cpu_ns == 17 * kMs);
+  CHECK(st.remote_node_ns == 17 * kMs);
+  const StealFinding* f = finding(remote, StealCause::numa_remote);
+  REQUIRE(f != nullptr);
+  CHECK(f->text.find("off node 0, the node of neuron0 at 0000:10:1e.0") != std::string::npos);
+  CHECK(remote.verdict.recommendation.find("numactl --cpunodebind") != std::string::npos);
+  // Placement is not time taken: it is evidence, not the headline.
+  CHECK(remote.verdict.headline.find("NUMA") == std::string::npos);
+
+  JobAnalysis local = job_on(0);
+  CHECK(local.ranks[0].steps[2].on_cpu_ns == 17 * kMs);
+  CHECK(local.ranks[0].steps[2].remote_node_ns == 0);
+  CHECK(finding(local, StealCause::numa_remote) == nullptr);
 }

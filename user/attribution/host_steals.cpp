@@ -16,6 +16,7 @@ std::string_view steal_cause_name(StealCause c) {
     case StealCause::loader_reclaim: return "loader_reclaim";
     case StealCause::main_reclaim: return "main_reclaim";
     case StealCause::interrupts: return "interrupts";
+    case StealCause::numa_remote: return "numa_remote";
   }
   return "unknown";
 }
@@ -50,14 +51,52 @@ RankSteals rank_steals(const JobAnalysis& job, const RankResult& r) {
     s.irq_ns += static_cast<double>(st.irq_ns);
     s.softirq_ns += static_cast<double>(st.softirq_ns);
     s.softirq_vecs |= st.softirq_vecs;
+    s.on_cpu_ns += static_cast<double>(st.on_cpu_ns);
+    s.remote_node_ns += static_cast<double>(st.remote_node_ns);
   }
   if (s.steps) {
     const double n = static_cast<double>(s.steps);
-    for (double* v : {&s.step_ns, &s.throttled_ns, &s.throttled_wait_ns, &s.data_throttled_ns, &s.data_reclaim_ns, &s.loader_reclaim_ns, &s.data_loading_ns, &s.reclaim_ns, &s.irq_ns,
-                      &s.softirq_ns})
+    for (double* v : {&s.step_ns, &s.throttled_ns, &s.throttled_wait_ns, &s.data_throttled_ns, &s.data_reclaim_ns,
+                      &s.loader_reclaim_ns, &s.data_loading_ns, &s.reclaim_ns, &s.irq_ns, &s.softirq_ns, &s.on_cpu_ns,
+                      &s.remote_node_ns})
       *v /= n;
   }
+  s.device = r.numa.device;
+  s.device_node = r.numa.device_node;
+  s.device_bdf = r.numa.device_bdf;
   return s;
+}
+
+// The main threads that ran mostly on another NUMA node than their device's:
+// their copies to and from the device and the runtime's host buffers cross
+// the interconnect. Named when half of a rank's on-CPU time in its steps or
+// more was remote, and that time is a visible part of the step.
+void add_numa_finding(HostSteals& out) {
+  StealFinding f;
+  f.cause = StealCause::numa_remote;
+  f.within = Category::host_overhead;
+  double ns = 0, step = 0;
+  std::string where;
+  for (const auto& s : out.ranks) {
+    if (s.device_node < 0 || s.on_cpu_ns <= 0 || s.remote_node_ns < 0.5 * s.on_cpu_ns ||
+        s.remote_node_ns < kStealNameShare * s.step_ns)
+      continue;
+    f.ranks.push_back(s.rank);
+    ns += s.remote_node_ns;
+    step += s.step_ns;
+    where += fmt::format("{}rank {} ({:.0f}% of its CPU time off node {}, the node of neuron{}{})",
+                         where.empty() ? "" : "; ", s.rank, 100 * s.remote_node_ns / s.on_cpu_ns, s.device_node,
+                         s.device, s.device_bdf.empty() ? "" : " at " + s.device_bdf);
+  }
+  if (f.ranks.empty()) return;
+  f.ns_per_step = ns / static_cast<double>(f.ranks.size());
+  f.share = step > 0 ? ns / step : 0;
+  f.text = fmt::format("the main thread ran {:.1f} ms/step on another NUMA node than its device: {}",
+                       ms(f.ns_per_step), where);
+  f.recommendation = "bind each rank to its device's node: numactl --cpunodebind=N --membind=N, or taskset -c with the "
+                     "device's /sys/bus/pci/devices/BDF/local_cpulist (the launcher's CPU binding, e.g. Slurm "
+                     "--cpu-bind)";
+  out.findings.push_back(std::move(f));
 }
 
 std::string rank_list(const std::vector<int>& ranks) {
@@ -157,9 +196,11 @@ HostSteals summarize_host_steals(const JobAnalysis& job) {
                            "/proc/irq/N/smp_affinity or irqbalance --banirq, RPS/RFS (rps_cpus), or pin the main "
                            "threads to other CPUs";
         break;
+      case StealCause::numa_remote: break;  // add_numa_finding
     }
     out.findings.push_back(std::move(f));
   }
+  add_numa_finding(out);
   std::sort(out.findings.begin(), out.findings.end(),
             [](const StealFinding& a, const StealFinding& b) { return a.ns_per_step > b.ns_per_step; });
   return out;
@@ -170,6 +211,12 @@ void annotate_verdict_with_host_steals(JobAnalysis& job) {
   bool headline_named = false;
   for (const auto& f : job.host_steals.findings) {
     v.evidence.push_back("host steal: " + f.text);
+    if (f.cause == StealCause::numa_remote) {
+      // Placement, not time taken: what it costs is inside the copies and
+      // host code, which the verdict names already.
+      v.recommendation += "; " + f.recommendation;
+      continue;
+    }
     if (headline_named) continue;
     // What share of the verdict's own category this cause is (its mean over
     // the ranks where it is named, against the job's mean per step).

@@ -32,13 +32,23 @@ struct RankSteals {
   double reclaim_ns = 0;         // main thread's own reclaim
   double irq_ns = 0, softirq_ns = 0;
   uint32_t softirq_vecs = 0;
+  double on_cpu_ns = 0, remote_node_ns = 0;  // main thread on a CPU; of it, off its device's node
+  int device = -1, device_node = -1;         // numa_placement.h
+  std::string device_bdf;
   bool any() const {
     return throttled_ns > 0 || data_throttled_ns > 0 || data_reclaim_ns > 0 || reclaim_ns > 0 || irq_ns > 0 ||
            softirq_ns > 0;
   }
 };
 
-enum class StealCause : uint8_t { cpu_throttling, loader_throttling, loader_reclaim, main_reclaim, interrupts };
+enum class StealCause : uint8_t {
+  cpu_throttling,
+  loader_throttling,
+  loader_reclaim,
+  main_reclaim,
+  interrupts,
+  numa_remote,  // placement: the main thread ran off its device's NUMA node
+};
 std::string_view steal_cause_name(StealCause c);
 
 struct StealFinding {

@@ -117,6 +117,13 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
   for (auto& r : ranks) {
     const uint64_t typical_device_ns = estimate_device_ns(*r.steps->main, r.steps->anchors);
     for (auto& st : r.res.steps) attribute_step(*r.steps, typical_device_ns, st);
+    // NUMA placement: the device's node from the session's sysfs (none in a replay).
+    static const signals::NumaTopology kNoTopology;
+    const signals::NumaTopology& topo = opt.device_signals ? opt.device_signals->numa : kNoTopology;
+    r.res.numa = place_device(*r.steps->main, topo);
+    for (auto& st : r.res.steps)
+      on_cpu_by_node(*r.steps->main, st.start_ns, st.end_ns, r.res.numa.device_node, topo, &st.on_cpu_ns,
+                     &st.remote_node_ns);
   }
   {
     // Device counters (NDS) split device execute into compute and collective;

@@ -13,6 +13,7 @@
 #include "attribution/change_points.h"
 #include "attribution/fabric_setup.h"
 #include "attribution/host_steals.h"
+#include "attribution/numa_placement.h"
 #include "attribution/step_histogram.h"
 #include "attribution/what_if_types.h"
 #include "capture/drop_stats.h"
@@ -75,6 +76,10 @@ struct StepResult {
   uint64_t irq_ns = 0;
   uint64_t softirq_ns = 0;
   uint32_t softirq_vecs = 0;        // softirq vectors seen (1 << NET_RX_SOFTIRQ ...)
+  // The main thread's on-CPU time in the step, and the part of it on another
+  // NUMA node than its device's (0 when the device's node is unknown).
+  uint64_t on_cpu_ns = 0;
+  uint64_t remote_node_ns = 0;
   Category gating = Category::other;
   signals::StepDeviceSignals dev;   // device counters (NDS, EFA, proxy threads) for this step
   uint64_t duration() const { return end_ns - start_ns; }
@@ -101,6 +106,7 @@ struct RankResult {
   // a long session then keeps them open (pipeline/step_ledger.h).
   bool host_only = false;
   steps::BurstModel burst;
+  DevicePlacement numa;  // its device and the device's NUMA node
 };
 
 struct Verdict {

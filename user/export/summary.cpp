@@ -31,7 +31,12 @@ nlohmann::json host_steals_json(const HostSteals& hs) {
                            {"reclaim_ns", s.reclaim_ns},
                            {"irq_ns", s.irq_ns},
                            {"softirq_ns", s.softirq_ns},
-                           {"softirq_vectors", softirq_vec_names(s.softirq_vecs)}});
+                           {"softirq_vectors", softirq_vec_names(s.softirq_vecs)},
+                           {"on_cpu_ns", s.on_cpu_ns},
+                           {"remote_node_ns", s.remote_node_ns},
+                           {"device", s.device},
+                           {"device_node", s.device_node},
+                           {"device_bdf", s.device_bdf}});
   for (const auto& f : hs.findings)
     steal_findings.push_back({{"cause", std::string(steal_cause_name(f.cause))},
                               {"within", std::string(category_name(f.within))},
@@ -83,6 +88,8 @@ nlohmann::json job_json(const JobAnalysis& job) {
                        {"reclaim_ns", st.reclaim_ns},
                        {"irq_ns", st.irq_ns},
                        {"softirq_ns", st.softirq_ns},
+                       {"on_cpu_ns", st.on_cpu_ns},
+                       {"remote_node_ns", st.remote_node_ns},
                        {"arrival_ns", st.arrival_ns},
                        {"late_ns", st.late_ns},
                        {"copy_bytes", st.copy_bytes},

@@ -23,6 +23,7 @@ void take_identity(RankResult& into, const RankResult& r) {
   into.source = r.source;
   add_unique(into.loader_pids, r.loader_pids);
   add_unique(into.loader_tids, r.loader_tids);
+  if (r.numa.device >= 0) into.numa = r.numa;
 }
 
 void add_counts(RankResult& into, const RankResult& r) {

@@ -25,6 +25,7 @@ DeviceSignals::DeviceSignals(SignalsConfig cfg) {
   }
   d_.devices = find_neuron_devices(d_.cfg.dev_root);
   d_.efa_ports = find_efa_ports(d_.cfg.sysfs_root);
+  d_.numa = read_numa_topology(d_.cfg.sysfs_root);
   if (d_.devices.empty()) d_.nds_problem = fmt::format("no Neuron device under {}", d_.cfg.dev_root);
 }
 

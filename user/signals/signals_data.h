@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "signals/counters.h"
+#include "signals/numa_topology.h"
 
 namespace steptrace::signals {
 
@@ -72,6 +73,7 @@ struct SignalsData {
   uint64_t samples_dropped = 0;  // over cfg.max_samples
   uint64_t device_opens = 0;     // open(2) of /dev/neuronN (at most one per device, plus retries of failed ones)
   uint64_t acquire_calls = 0;    // ACQUIRE_NEURON_DS ioctls issued
+  NumaTopology numa;             // read once at the start (sysfs_root)
 };
 
 // Value of EFA port `port`'s counter `k` (efa_counter_names() order) at time

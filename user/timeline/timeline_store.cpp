@@ -65,7 +65,10 @@ void TimelineStore::on_switch(const st_sched_switch& e, ThreadTable* totals) {
   const uint64_t ts = e.hdr.ts_ns;
   if (e.flags & ST_SWITCH_PREV_TARGET) {
     auto& t = get(e.hdr.pid, e.hdr.tid);
-    if (t.cur == ThreadState::running) trim_wake_delivery(t, e.prev_queue_ns, totals);
+    if (t.cur == ThreadState::running) {
+      trim_wake_delivery(t, e.prev_queue_ns, totals);
+      t.pending.cpu = e.hdr.cpu < kNoCpu ? static_cast<uint16_t>(e.hdr.cpu) : kNoCpu;
+    }
     ThreadState s = e.prev_state == 0        ? ThreadState::runnable
                     : (e.prev_state & 0x2)   ? ThreadState::disk_wait  // TASK_UNINTERRUPTIBLE
                                              : ThreadState::sleeping;
@@ -123,6 +126,7 @@ void TimelineStore::on_event(const Event& ev, ThreadTable* totals) {
           s.start = e.enter_ts;
           s.end = ts;
           s.kind = SpanKind::ioctl;
+          s.dev = e.dev_index < 0xffff ? static_cast<uint16_t>(e.dev_index) : 0xffff;
           s.cmd = e.cmd;
           s.flags = e.flags;
           s.bytes = e.bytes;

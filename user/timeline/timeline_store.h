@@ -30,7 +30,10 @@ struct StateSeg {
   // runnable: it left the CPU because its cgroup ran out of CPU quota
   // (ST_SWITCH_THROTTLED), so the wait is throttling, not a busy CPU.
   bool throttled = false;
+  // running: the CPU it ran on (kNoCpu when not known), for NUMA placement.
+  uint16_t cpu = 0xffff;
 };
+inline constexpr uint16_t kNoCpu = 0xffff;
 
 // Time the host took from a thread (ST_EV_HOST_STEAL): interrupt handlers
 // inside one of its on-CPU slices (`ns` of [start, end)), or a memory reclaim
@@ -48,6 +51,7 @@ enum class SpanKind : uint8_t { ioctl, net_send, net_recv, nrt_execute, nrt_tens
 struct Span {
   uint64_t start = 0, end = 0;
   SpanKind kind = SpanKind::ioctl;
+  uint16_t dev = 0xffff;  // ioctl: the device index (st_accel_ioctl.dev_index), 0xffff none
   uint32_t cmd = 0;       // ioctl command; rdma_verb: object << 16 | method
   uint32_t flags = 0;     // ST_ACCEL_* for ioctls; rdma_verb: legacy command number or ST_RDMA_NO_CMD
   uint64_t bytes = 0;
