@@ -242,3 +242,49 @@ TEST_CASE("host steals: a main thread that runs off its device's NUMA node is na
   CHECK(local.ranks[0].steps[2].remote_node_ns == 0);
   CHECK(finding(local, StealCause::numa_remote) == nullptr);
 }
+
+TEST_CASE("device memory: each device's memory now, at its peak and by kind, from the sysfs samples",
+          "[signals][unit]") {
+  Feed f;
+  f(switch_in(kRankPid, kRankPid, 50 * kMs));
+  for (int k = 0; k < 4; ++k) {
+    const uint64_t b = base(k);
+    f(uprobe(kRankPid, kRankPid, b + 5 * kMs, ST_UP_NRT_EXECUTE, false));
+    f(uprobe(kRankPid, kRankPid, b + 15 * kMs, ST_UP_NRT_EXECUTE, true));
+  }
+  f.finish(base(4));
+  signals::SignalsData sd;
+  constexpr uint64_t kMiB = 1024 * 1024;
+  auto sample = [&](uint64_t ts, int dev, uint64_t tensors0, uint64_t tensors1, uint64_t code) {
+    signals::SysfsSample s;
+    s.ts = ts;
+    s.device = dev;
+    s.v["neuron_core0/memory_usage/device_mem/tensors"] = tensors0;
+    s.v["neuron_core1/memory_usage/device_mem/tensors"] = tensors1;
+    s.v["neuron_core0/memory_usage/device_mem/model_code"] = code;
+    s.v["host_mem/tensors"] = 3 * kMiB;
+    s.v["neuron_core0/status/success"] = ts;  // a status counter: not memory
+    sd.sysfs.push_back(s);
+  };
+  sample(base(0), 0, 100 * kMiB, 0, 10 * kMiB);
+  sample(base(1), 0, 500 * kMiB, 200 * kMiB, 10 * kMiB);  // the peak: 710 MiB
+  sample(base(2), 0, 300 * kMiB, 0, 10 * kMiB);
+  sample(base(2), 1, 0, 0, 0);  // a device with nothing allocated
+  AnalysisOptions opt;
+  opt.device_signals = &sd;
+  DropStats drops;
+  JobAnalysis job = analyze_job(f.tl, f.tt, drops, opt);
+  const auto& mem = job.signals.device_memory;
+  REQUIRE(mem.size() == 2);
+  CHECK(mem[0].device == 0);
+  CHECK(mem[0].now_bytes == 310 * kMiB);
+  CHECK(mem[0].peak_bytes == 710 * kMiB);
+  CHECK(mem[0].host_bytes == 3 * kMiB);
+  CHECK(mem[0].by_kind.at("tensors") == 300 * kMiB);
+  CHECK(mem[0].by_kind.at("model_code") == 10 * kMiB);
+  CHECK(mem[1].peak_bytes == 0);
+  bool evidence = false;
+  for (const auto& e : job.verdict.evidence)
+    evidence = evidence || e.find("device memory in use (Neuron sysfs): neuron0 0.30 GiB (peak 0.69 GiB") == 0;
+  CHECK(evidence);
+}

@@ -410,6 +410,43 @@ void summarize(const SignalTotals& T, const ThreadTable& threads, DeviceSignalsS
   }
 }
 
+// Each device's memory: at the last sample, its peak over the samples, by
+// kind (the counters of every core summed), and an evidence line.
+void device_memory(const SignalsData& d, DeviceSignalsSummary& S) {
+  std::map<int, signals::DeviceMemory> by_dev;
+  for (const auto& s : d.sysfs) {
+    auto& m = by_dev[s.device];
+    m.device = s.device;
+    uint64_t dev = 0, host = 0;
+    std::map<std::string, uint64_t> kinds;
+    for (const auto& [k, v] : s.v) {
+      if (auto at = k.find("/memory_usage/device_mem/"); at != std::string::npos) {
+        dev += v;
+        kinds[k.substr(at + 25)] += v;
+      } else if (k.rfind("host_mem/", 0) == 0) {
+        host += v;
+      }
+    }
+    m.now_bytes = dev;
+    m.peak_bytes = std::max(m.peak_bytes, dev);
+    m.host_bytes = host;
+    m.by_kind = std::move(kinds);
+  }
+  std::string line;
+  auto gib = [](uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024 * 1024); };
+  for (auto& [dev, m] : by_dev) {
+    if (m.peak_bytes > 0) {
+      std::string kinds;
+      for (const auto& [k, v] : m.by_kind)
+        if (v) kinds += fmt::format(", {} {:.2f} GiB", k, gib(v));
+      line += fmt::format("{}neuron{} {:.2f} GiB (peak {:.2f} GiB{})", line.empty() ? "" : "; ", dev, gib(m.now_bytes),
+                          gib(m.peak_bytes), kinds);
+    }
+    S.device_memory.push_back(std::move(m));
+  }
+  if (!line.empty()) S.evidence.push_back("device memory in use (Neuron sysfs): " + line);
+}
+
 // Neuron sysfs: status counters that moved in the window, and device memory.
 void sysfs_deltas(const SignalsData& d, DeviceSignalsSummary& S) {
   std::map<int, const signals::SysfsSample*> first, last;
@@ -429,6 +466,7 @@ void sysfs_deltas(const SignalsData& d, DeviceSignalsSummary& S) {
       }
     }
   }
+  device_memory(d, S);
 }
 
 }  // namespace

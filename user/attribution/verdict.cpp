@@ -450,6 +450,7 @@ void annotate_verdict_with_signals(JobAnalysis& job) {
       s += fmt::format("{}{} +{}", i ? ", " : "", S.sysfs_deltas[i].first, S.sysfs_deltas[i].second);
     v.evidence.push_back(fmt::format("neuron sysfs in the window: {}", s));
   }
+  for (const auto& e : S.evidence) v.evidence.push_back(e);
 }
 
 }  // namespace steptrace

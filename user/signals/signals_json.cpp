@@ -8,6 +8,13 @@ nlohmann::json summary_to_json(const DeviceSignalsSummary& s) {
   auto src = [](const SignalSource& x) { return json{{"available", x.available}, {"detail", x.detail}}; };
   json proxies = json::array();
   for (const auto& p : s.proxies) proxies.push_back({{"pid", p.pid}, {"tid", p.tid}, {"comm", p.comm}, {"how", p.how}});
+  json memory = json::array();
+  for (const auto& m : s.device_memory) {
+    json kinds = json::object();
+    for (const auto& [k, v] : m.by_kind) kinds[k] = v;
+    memory.push_back({{"device", m.device}, {"now_bytes", m.now_bytes}, {"peak_bytes", m.peak_bytes},
+                      {"host_bytes", m.host_bytes}, {"by_kind", kinds}});
+  }
   json sysfs = json::object();
   for (const auto& [k, v] : s.sysfs_deltas) sysfs[k] = v;
   return {{"available", {{"nds", src(s.nds)}, {"efa", src(s.efa)}, {"neuron_sysfs", src(s.neuron_sysfs)},
@@ -26,7 +33,8 @@ nlohmann::json summary_to_json(const DeviceSignalsSummary& s) {
           {"proxy_runq_share_of_collective", s.proxy_runq_share_of_collective},
           {"proxy_share_of", std::string(s.proxy_share_of)},
           {"neuron_sysfs_deltas", sysfs},
-          {"device_mem_bytes", s.device_mem_bytes}};
+          {"device_mem_bytes", s.device_mem_bytes},
+          {"device_memory", memory}};
 }
 
 nlohmann::json step_to_json(const StepDeviceSignals& d) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,16 @@ struct ProxyThread {
   std::string how;  // "name", "behaviour" or "name+behaviour"
 };
 
+// A Neuron device's memory from its sysfs counters (device_mem of every core,
+// host_mem of the device) over the window's samples.
+struct DeviceMemory {
+  int device = 0;
+  uint64_t now_bytes = 0;   // device memory at the last sample
+  uint64_t peak_bytes = 0;  // the largest of the samples (a spike between two can be missed)
+  uint64_t host_bytes = 0;  // the device's host memory at the last sample
+  std::map<std::string, uint64_t> by_kind;  // tensors, model_code, ... at the last sample, over the cores
+};
+
 struct DeviceSignalsSummary {
   SignalSource nds, efa, neuron_sysfs, proxy;
   bool split_from_nds = false;    // device execute split by NDS (else arrival skew)
@@ -54,6 +65,7 @@ struct DeviceSignalsSummary {
   // Neuron sysfs: status counters that moved in the window (name -> delta).
   std::vector<std::pair<std::string, uint64_t>> sysfs_deltas;
   uint64_t device_mem_bytes = 0;
+  std::vector<DeviceMemory> device_memory;  // by device, those with samples
   std::vector<ProxyThread> proxies;
   double proxy_runq_ms_per_step = 0;
   double proxy_preempted_per_step = 0;  // involuntary switch-outs of proxy threads

@@ -186,8 +186,11 @@ TEST_CASE("libnrt.so.1 over the FUSE device: busy-polled nrt_execute", "[root][n
 		CHECK(info.t_compute_end_ns - info.t_dev_start_ns >= 20000000);
 		CHECK(info.t_seen_ns >= info.t_done_ns);
 		CHECK(info.t_return_ns >= info.t_seen_ns);
-		// It waited by polling and yielding, not by blocking somewhere.
-		CHECK(info.polls > 50);
+		// It waited by polling and yielding, not by blocking somewhere (a
+		// blocking wait polls once or twice). Each poll is a FUSE round trip:
+		// ~0.1 ms on a quiet machine, over 1 ms under ASan on a loaded 2-vCPU
+		// one (a CI run counted 14 in 20 ms), so the bound is loose.
+		CHECK(info.polls > 5);
 	}
 	nrt_tensor_free(&t);
 	CHECK(nrt_unload(m) == NRT_SUCCESS);
