@@ -128,6 +128,7 @@ struct st_task_state {
 	__u32 irq_count;
 	__u32 softirq_count;
 	__u32 softirq_vecs;
+	__u64 irq_since;   /* when the first handler of the unsent time began */
 	__u32 reclaim_kind;
 	__u64 reclaim_start;
 };

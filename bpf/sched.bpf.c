@@ -13,8 +13,16 @@
 /*
  * The interrupt time steal.bpf.c added up while prev was current, one record
  * per kind with any, before prev's switch record (same timestamp order: the
- * record's ts is taken first).
+ * record's ts is taken first). Sent once it is worth a record: 50 us of
+ * handler time, or 20 ms since its first handler. Timer ticks take a few
+ * microseconds each, and a busy-polling runtime leaves the CPU thousands of
+ * times a second: one record per slice with a tick doubled the ring's load
+ * (a 3-minute CI run dropped 1.3 % of its records). Heavy interrupt load
+ * still goes out slice by slice. The record covers [irq_since, now), and
+ * userspace spreads it over that span.
  */
+#define ST_STEAL_FLUSH_NS 50000ull
+#define ST_STEAL_FLUSH_AGE_NS 20000000ull
 static __always_inline void st_emit_irq_slice(struct task_struct *prev, struct st_task_state *ts, bool send)
 {
 	struct st_host_steal *e;
@@ -25,10 +33,12 @@ static __always_inline void st_emit_irq_slice(struct task_struct *prev, struct s
 	if (!send)
 		goto reset;
 	now = bpf_ktime_get_ns();
+	if (ts->irq_ns + ts->softirq_ns < ST_STEAL_FLUSH_NS && ts->irq_since && now - ts->irq_since < ST_STEAL_FLUSH_AGE_NS)
+		return;
 	if (ts->irq_ns) {
 		e = st_reserve_for(sizeof(*e), ST_EV_HOST_STEAL, prev->tgid, prev->pid, now);
 		if (e) {
-			e->start_ns = 0;
+			e->start_ns = ts->irq_since;
 			e->ns = ts->irq_ns;
 			e->kind = ST_STEAL_IRQ;
 			e->count = ts->irq_count;
@@ -40,7 +50,7 @@ static __always_inline void st_emit_irq_slice(struct task_struct *prev, struct s
 	if (ts->softirq_ns) {
 		e = st_reserve_for(sizeof(*e), ST_EV_HOST_STEAL, prev->tgid, prev->pid, now);
 		if (e) {
-			e->start_ns = 0;
+			e->start_ns = ts->irq_since;
 			e->ns = ts->softirq_ns;
 			e->kind = ST_STEAL_SOFTIRQ;
 			e->count = ts->softirq_count;
@@ -55,6 +65,7 @@ reset:
 	ts->irq_count = 0;
 	ts->softirq_count = 0;
 	ts->softirq_vecs = 0;
+	ts->irq_since = 0;
 }
 
 SEC("tp_btf/sched_switch")

@@ -57,14 +57,16 @@ int BPF_PROG(st_irq_exit)
 	if (!c || !c->hardirq_start)
 		return 0;
 	d = bpf_ktime_get_ns() - c->hardirq_start;
-	c->hardirq_start = 0;
 	if (c->softirq_start)
 		c->hardirq_in_softirq += d;
 	ts = st_task_state_get(bpf_get_current_task_btf(), false);
 	if (ts) {
+		if (!ts->irq_since)
+			ts->irq_since = c->hardirq_start;
 		ts->irq_ns += d;
 		ts->irq_count++;
 	}
+	c->hardirq_start = 0;
 	return 0;
 }
 
@@ -101,15 +103,17 @@ int BPF_PROG(st_softirq_exit, unsigned int vec_nr)
 	if (!c || !c->softirq_start)
 		return 0;
 	d = bpf_ktime_get_ns() - c->softirq_start;
-	c->softirq_start = 0;
 	d = d > c->hardirq_in_softirq ? d - c->hardirq_in_softirq : 0;
 	ts = st_task_state_get(bpf_get_current_task_btf(), false);
 	if (ts) {
+		if (!ts->irq_since)
+			ts->irq_since = c->softirq_start;
 		ts->softirq_ns += d;
 		ts->softirq_count++;
 		if (c->softirq_vec < 32)
 			ts->softirq_vecs |= 1u << c->softirq_vec;
 	}
+	c->softirq_start = 0;
 	return 0;
 }
 

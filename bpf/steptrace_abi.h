@@ -296,9 +296,10 @@ struct st_uprobe {
  * Time the host took from a target thread (ST_SUB_STEAL). Header: ts_ns =
  * the end, pid/tid = the thread the time was taken from.
  *  - IRQ / SOFTIRQ: handler time that ran while the thread was current,
- *    summed over one on-CPU slice and sent when the slice ends (start_ns =
- *    0: the slice is the running stretch that ends at ts_ns). A hardirq
- *    inside a softirq counts as IRQ only.
+ *    summed over its on-CPU slices from start_ns (when the first of those
+ *    handlers began) and sent at a switch-out once it reaches 50 us or is
+ *    20 ms old (0 = the slice that ends at ts_ns, as older captures
+ *    have it). A hardirq inside a softirq counts as IRQ only.
  *  - DIRECT_RECLAIM / MEMCG_RECLAIM: one reclaim pass the thread ran itself
  *    (the zone is short of memory, or its cgroup is at its limit or
  *    memory.high), from start_ns to ts_ns, on a CPU or not.
