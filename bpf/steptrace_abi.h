@@ -16,11 +16,12 @@
 #include <linux/types.h>
 #endif
 
-#define ST_ABI_VERSION 5
+#define ST_ABI_VERSION 6
 /* Oldest record layout this build still reads (capture files). v1 -> v2:
  * st_sched_switch grew prev_queue_ns; v1 switch records decode with it unknown.
  * v2 -> v3: kind ST_EV_RDMA_VERB added (no existing layout changed).
- * v3 -> v4: kind ST_EV_USER_NOTE added (written by userspace, never by BPF). */
+ * v3 -> v4: kind ST_EV_USER_NOTE added (written by userspace, never by BPF).
+ * v5 -> v6: kind ST_EV_CPU_SAMPLE added (no existing layout changed). */
 #define ST_ABI_MIN_READABLE 1
 #define ST_COMM_LEN 16
 #define ST_MAX_TARGETS 65536   /* traced tgids (follows fork) */
@@ -47,7 +48,8 @@ enum st_event_kind {
 	ST_EV_RDMA_VERB = 14,  /* a uverbs call: the EFA control path (struct st_rdma_verb) */
 	ST_EV_USER_NOTE = 15,  /* userspace's own facts (struct st_user_note): identities, probes */
 	ST_EV_HOST_STEAL = 16, /* time the host took from a target thread (struct st_host_steal) */
-	ST_EV_KIND_MAX = 17, /* one past the last kind; sizes the stats arrays */
+	ST_EV_CPU_SAMPLE = 17, /* an on-CPU stack sample of a target thread (struct st_cpu_sample) */
+	ST_EV_KIND_MAX = 18, /* one past the last kind; sizes the stats arrays */
 };
 
 /* Subsystems that can be enabled in st_config.enabled. */
@@ -58,6 +60,7 @@ enum st_subsystem {
 	ST_SUB_ACCEL = 1u << 3,
 	ST_SUB_UPROBE = 1u << 4,
 	ST_SUB_STEAL = 1u << 5,  /* interrupts and memory reclaim in target threads' time */
+	ST_SUB_SAMPLE = 1u << 6, /* on-CPU stack samples (perf events; rate set by userspace) */
 };
 
 enum st_filter_mode {
@@ -321,6 +324,51 @@ struct st_host_steal {
 	__u32 pad_;
 };
 
+/*
+ * An on-CPU stack sample (ST_SUB_SAMPLE): a CPU-clock perf event fired while
+ * a target thread was on that CPU. Header: ts_ns = the sample, pid/tid = the
+ * thread. Variable length: hdr.size = offsetof(ips) + 8 * (n_user + n_kernel
+ * + n_python). ips[0, n_user) is the user stack, leaf first (frame-pointer
+ * walk: code built without frame pointers yields fewer frames); then
+ * n_kernel kernel addresses, leaf first (none when the sample hit user
+ * mode); then n_python code-object addresses of the thread's CPython frames,
+ * innermost first (a process userspace registered in st_py_procs).
+ */
+#define ST_SAMPLE_MAX_USER 64
+#define ST_SAMPLE_MAX_KERNEL 32
+#define ST_SAMPLE_MAX_PYTHON 32
+#define ST_SAMPLE_USER_TRUNCATED (1u << 0)   /* the user walk filled every slot */
+#define ST_SAMPLE_PYTHON_TRUNCATED (1u << 1) /* more Python frames than slots */
+#define ST_SAMPLE_PYTHON_NO_THREAD (1u << 2) /* a Python process, but no thread state for this thread */
+struct st_cpu_sample {
+	struct st_event_header hdr;
+	__u16 n_user;
+	__u16 n_kernel;
+	__u16 n_python;
+	__u16 flags;  /* ST_SAMPLE_* */
+	__u64 ips[ST_SAMPLE_MAX_USER + ST_SAMPLE_MAX_KERNEL + ST_SAMPLE_MAX_PYTHON];
+};
+#define ST_CPU_SAMPLE_HDR_SIZE 32
+
+/*
+ * A CPython process whose frames the sampler walks (value of st_py_procs,
+ * keyed by tgid; written by userspace from the interpreter's symbols). The
+ * thread's PyThreadState comes from the interpreter's pthread TSS key, as
+ * pthread_getspecific finds it: *(fsbase + tss_base + tss_stride * key).
+ * Offsets are the interpreter version's (CPython 3.11 and 3.12).
+ */
+struct st_py_proc {
+	__u64 tss_key_addr;   /* address of the int key (_PyRuntime.autoTSSkey._key) */
+	__u32 tss_base;       /* glibc: offsetof(struct pthread, specific_1stblock[0].data) */
+	__u32 tss_stride;     /* sizeof(struct pthread_key_data) */
+	__u16 tstate_cframe;  /* PyThreadState.cframe */
+	__u16 cframe_current; /* _PyCFrame.current_frame */
+	__u16 frame_code;     /* _PyInterpreterFrame.f_code (f_executable) */
+	__u16 frame_previous; /* _PyInterpreterFrame.previous */
+	__u16 frame_owner;    /* 3.12: the owner byte (3 = a C-stack shim frame, skipped); 0 = none */
+	__u16 pad_[3];
+};
+
 /* Per-CPU counters, one slot per kind. Userspace sums the CPUs. */
 struct st_stats {
 	__u64 emitted[ST_EV_KIND_MAX];
@@ -408,6 +456,8 @@ static_assert(sizeof(struct st_accel_tp) == 56, "accel_tp layout");
 static_assert(sizeof(struct st_rdma_verb) == 72, "rdma_verb layout");
 static_assert(sizeof(struct st_accel_dev_key) == 16, "accel key layout");
 static_assert(sizeof(struct st_host_steal) == 56, "host_steal layout");
+static_assert(__builtin_offsetof(struct st_cpu_sample, ips) == ST_CPU_SAMPLE_HDR_SIZE, "cpu_sample layout");
+static_assert(sizeof(struct st_py_proc) == 32, "py_proc layout");
 static_assert(sizeof(struct st_losses) == 8 * ((int)ST_LOSS_KIND_MAX + (int)ST_LEDGER_MAX), "losses layout");
 #endif
 

@@ -64,6 +64,7 @@ bool run_scenario(const ScenarioRun& run, ScenarioResult* out, std::string* err)
   Options o;
   o.command = CommandKind::run;
   o.subsystems = *parse_subsystems("all");
+  o.sample_hz = run.sample_hz;
   // Rank r drives neuron<r>: every rank's device file, or the ranks past the
   // first would run with no ioctls traced.
   int ranks = 2;  // trainsim's default

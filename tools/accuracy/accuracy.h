@@ -29,6 +29,7 @@ struct ScenarioRun {
   double attach_after_s = 0;
   uint32_t keep_steps = 0;   // --keep-steps (0: the default)
   double window_s = -1;      // --window (-1: the default)
+  uint32_t sample_hz = 49;   // --sample-hz: on-CPU stack samples per CPU per second
 };
 
 struct ScenarioResult {

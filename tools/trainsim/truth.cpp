@@ -196,6 +196,7 @@ std::string to_json(const Truth &t, int indent)
 					 {"bytes", v.bytes},
 					 {"ret", v.ret}});
 		jr["verbs"] = std::move(verbs);
+		jr["cpu_functions"] = r.cpu_functions;
 		if (r.steals.any()) {
 			const RankSteals &x = r.steals;
 			jr["steals"] = {{"cpu_cgroup", x.cpu_cgroup},
@@ -281,6 +282,8 @@ std::optional<Truth> from_json(const std::string &text, std::string *err)
 								   jv.at("enter_ns").get<int64_t>(),
 								   jv.at("return_ns").get<int64_t>(),
 								   jv.at("bytes").get<uint64_t>(), jv.at("ret").get<int>()});
+			if (jr.contains("cpu_functions"))
+				r.cpu_functions = jr.at("cpu_functions").get<std::map<std::string, int64_t>>();
 			if (jr.contains("steals")) {
 				const json &x = jr.at("steals");
 				RankSteals &st = r.steals;

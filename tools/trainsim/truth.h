@@ -106,6 +106,10 @@ struct Rank {
 	std::vector<Step> steps;
 	std::vector<VerbCall> verbs; // EFA control path, in call order
 	RankSteals steals;
+	// Thread CPU time spent in each named work function (sim/cpu_work.h):
+	// the main thread's host work and its loaders' preprocessing, the split
+	// a stack profiler's samples should show.
+	std::map<std::string, int64_t> cpu_functions;
 };
 
 // A planted mid-run change (trainsim --change-at-step): from step `step` on,

@@ -114,9 +114,18 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
     ranks.push_back(start_rank(s, first_index));
   }
 
+  std::vector<RankPaints> paints;
   for (auto& r : ranks) {
     const uint64_t typical_device_ns = estimate_device_ns(*r.steps->main, r.steps->anchors);
-    for (auto& st : r.res.steps) attribute_step(*r.steps, typical_device_ns, st);
+    RankPaints* rp = nullptr;
+    if (opt.samples) {
+      rp = &paints.emplace_back();
+      rp->rank = r.steps;
+    }
+    for (auto& st : r.res.steps) {
+      attribute_step(*r.steps, typical_device_ns, st, rp ? &rp->paints.emplace_back() : nullptr);
+      if (rp) rp->steps.emplace_back(st.start_ns, st.end_ns);
+    }
     // NUMA placement: the device's node from the session's sysfs (none in a replay).
     static const signals::NumaTopology kNoTopology;
     const signals::NumaTopology& topo = opt.device_signals ? opt.device_signals->numa : kNoTopology;
@@ -140,6 +149,7 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
 
   // Shares over counted steps; per-step gating.
   gate_and_share(ranks, opt.skip_warmup_steps, job);
+  if (opt.samples) job.profile.samples = classify_samples(*opt.samples, paints);
   for (auto& r : ranks) job.ranks.push_back(std::move(r.res));
   judge(job, tl, drops);
   return job;

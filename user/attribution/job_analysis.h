@@ -13,6 +13,7 @@
 #include "attribution/change_points.h"
 #include "attribution/fabric_setup.h"
 #include "attribution/host_steals.h"
+#include "attribution/sample_classes.h"
 #include "attribution/numa_placement.h"
 #include "attribution/step_histogram.h"
 #include "attribution/what_if_types.h"
@@ -137,6 +138,8 @@ struct JobAnalysis {
   std::vector<ChangePoint> changes;
   // What the host took from the steps (attribution/host_steals.h).
   HostSteals host_steals;
+  // On-CPU stack samples joined with the steps (attribution/sample_classes.h).
+  CpuProfile profile;
 };
 
 namespace signals {
@@ -157,6 +160,7 @@ struct AnalysisOptions {
   const signals::SignalsData* device_signals = nullptr;  // sampled device counters (user/signals)
   std::map<uint32_t, ResumePoint> resume;  // by rank pid
   uint64_t others_from_ns = 0;  // work of processes that are not ranks was counted up to here
+  const SampleStore* samples = nullptr;  // on-CPU stack samples, sorted by time (profile/cpu_samples.h)
 };
 
 JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, const DropStats& drops,

@@ -349,7 +349,8 @@ void paint_in_flight(const steps::RankSteps& r, StepResult& st, std::vector<Pain
 
 }  // namespace
 
-void attribute_step(const steps::RankSteps& r, uint64_t typical_device_ns, StepResult& st) {
+void attribute_step(const steps::RankSteps& r, uint64_t typical_device_ns, StepResult& st,
+                    std::vector<Paint>* paints_out) {
   const auto& t = *r.main;
   const uint64_t ws = st.start_ns, we = st.end_ns;
   std::vector<Paint> paints;
@@ -392,6 +393,7 @@ void attribute_step(const steps::RankSteps& r, uint64_t typical_device_ns, StepR
   if (st.arrival_ns == 0 && !exec.empty()) st.arrival_ns = exec.front().first;
   st.loader_busy_ns = loader_busy(r, ws, we);
   for (const auto* lt : r.loader_threads) st.loader_reclaim_ns += reclaim_in(*lt, ws, we);
+  if (paints_out) *paints_out = std::move(paints);
 }
 
 }  // namespace steptrace

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "attribution/interval_painter.h"
 #include "attribution/job_analysis.h"
 #include "steps/rank_steps.h"
 
@@ -18,6 +19,9 @@ uint64_t estimate_device_ns(const ThreadTimeline& t, const std::vector<steps::An
 
 // Fills st.ns, the data-loading split, copies and the arrival at the
 // collective for step [st.start_ns, st.end_ns) of rank r.
-void attribute_step(const steps::RankSteps& r, uint64_t typical_device_ns, StepResult& st);
+// `paints_out`, when given, receives the paints the step was split with (the
+// stack samples of its main thread are classified by them).
+void attribute_step(const steps::RankSteps& r, uint64_t typical_device_ns, StepResult& st,
+                    std::vector<Paint>* paints_out = nullptr);
 
 }  // namespace steptrace

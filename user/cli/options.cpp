@@ -59,9 +59,12 @@ Result<uint32_t> parse_subsystems(const std::string& s) {
     else if (item == "accel") bits |= ST_SUB_ACCEL;
     else if (item == "uprobe") bits |= ST_SUB_UPROBE;
     else if (item == "steal") bits |= ST_SUB_STEAL;
+    else if (item == "sample") bits |= ST_SUB_SAMPLE;
     else if (item == "all")
-      bits |= ST_SUB_SCHED | ST_SUB_BLOCK | ST_SUB_NET | ST_SUB_ACCEL | ST_SUB_UPROBE | ST_SUB_STEAL;
-    else return make_error(fmt::format("unknown collector '{}' (sched, block, net, accel, uprobe, steal, all)", item));
+      bits |= ST_SUB_SCHED | ST_SUB_BLOCK | ST_SUB_NET | ST_SUB_ACCEL | ST_SUB_UPROBE | ST_SUB_STEAL | ST_SUB_SAMPLE;
+    else
+      return make_error(
+          fmt::format("unknown collector '{}' (sched, block, net, accel, uprobe, steal, sample, all)", item));
   }
   if (bits == 0) return make_error("no collector selected");
   return bits;
@@ -73,6 +76,9 @@ namespace {
 void add_output_flags(CLI::App* app, Options& o) {
   app->add_option("--perfetto", o.perfetto_path, "Write a Chrome trace-event JSON trace for ui.perfetto.dev to FILE");
   app->add_option("--html", o.html_path, "Write a self-contained HTML report to FILE");
+  app->add_option("--folded", o.folded_path,
+                  "Write the on-CPU stack samples as folded stacks (category;frames... count) to FILE, for "
+                  "flamegraph.pl and speedscope");
   app->add_flag("--no-color", o.no_color, "No colour in the terminal report (colour is only used on a TTY)");
   app->add_flag("--force", o.force,
                 "Replace output files that exist (never through a symbolic link: one at an output path is refused)");
@@ -179,7 +185,10 @@ void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::ve
   app->add_option("--drain-ms", o.drain_ms,
                   "Ring buffer drain interval in ms while records come (idle: 500 ms, woken by the next record)")
       ->check(CLI::Range(1, 1000));
-  app->add_option("--collectors", collectors, "Comma list: sched,block,net,accel,uprobe,steal,all");
+  app->add_option("--collectors", collectors, "Comma list: sched,block,net,accel,uprobe,steal,sample,all");
+  app->add_option("--sample-hz", o.sample_hz,
+                  "On-CPU stack samples per CPU per second for the 'in which code' profile (default 49; 0: off)")
+      ->check(CLI::Range(0u, 1000u));
   app->add_option("--runtime-lib", o.runtime_libs,
                   "Neuron runtime library (libnrt.so) or step-marker library to probe; found automatically in the "
                   "traced processes' memory maps otherwise");

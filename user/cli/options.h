@@ -37,6 +37,7 @@ struct Options {
   uint32_t ring_mib = 64;
   uint32_t drain_ms = 10;                // timer drain interval (no per-record wakeups)
   uint32_t subsystems = 0;               // st_subsystem bits
+  uint32_t sample_hz = 49;               // --sample-hz: stack samples per CPU per second (0: off)
   bool follow_forks = true;
   bool allow_kprobes = true;             // --no-kprobes: tracepoint tiers only
   std::vector<std::string> runtime_libs; // --runtime-lib PATH: libnrt (or marker) to probe up front
@@ -48,6 +49,7 @@ struct Options {
   std::string json_path;                 // --json FILE|-
   std::string perfetto_path;             // --perfetto FILE: Chrome trace-event JSON for ui.perfetto.dev
   std::string html_path;                 // --html FILE: self-contained HTML report
+  std::string folded_path;               // --folded FILE: on-CPU stacks, folded (flamegraph.pl, speedscope)
   bool force = false;                    // --force: report files (and captures) may replace an existing file
   uint32_t output_mode = 0600;           // --output-mode: permission bits of the files written
   bool no_color = false;                 // --no-color (colour is used only on a TTY anyway)

@@ -39,7 +39,9 @@ Status Daemon::start() {
   pipe_.set_observer([this](const st_event_header& h, const void* d, size_t n) { on_raw_record(h, d, n); });
   features_ = probe_features(cfg_.btf_path);
   if (auto st = check_preflight(features_); !st) return make_error("cannot trace: " + st.error().message);
-  base_subsystems_ = *parse_subsystems(cfg_.collectors);
+  // The stack sampler is a session feature for now: the daemon has no
+  // symbolizer and no profile in its metrics, so samples would be cost alone.
+  base_subsystems_ = *parse_subsystems(cfg_.collectors) & ~static_cast<uint32_t>(ST_SUB_SAMPLE);
   host_devices_ = find_host_devices(SysRoot());
   apply_runtime_config();
   // A configured floor: start there (a cheap mode from the first window).

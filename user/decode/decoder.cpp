@@ -29,6 +29,7 @@ std::string_view kind_name(uint32_t kind) {
     case ST_EV_RDMA_VERB: return "rdma_verb";
     case ST_EV_USER_NOTE: return "user_note";
     case ST_EV_HOST_STEAL: return "host_steal";
+    case ST_EV_CPU_SAMPLE: return "cpu_sample";
     default: return "unknown";
   }
 }

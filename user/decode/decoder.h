@@ -22,6 +22,12 @@ class Decoder {
  public:
   std::optional<Event> decode(const void* data, size_t len);
   const DecodeStats& stats() const { return stats_; }
+  // A record decoded outside the Event path (stack samples): counted here,
+  // as decoded or as malformed, so the totals stay one place.
+  void count(uint16_t kind, bool ok) {
+    if (!ok) ++stats_.bad_size;
+    else if (kind < ST_EV_KIND_MAX) ++stats_.decoded[kind];
+  }
 
  private:
   DecodeStats stats_;

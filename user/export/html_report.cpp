@@ -2,6 +2,7 @@
 #include "export/html_report.h"
 
 #include "attribution/host_steals.h"
+#include "export/flame_svg.h"
 #include "export/provenance.h"
 #include "util/json_text.h"
 
@@ -208,6 +209,7 @@ std::string html_report(const SessionReport& r) {
     o += "</ul>\n";
   }
 
+  o += profile_html(r, named_stacks(r));
   o += "<h2>Every step's breakdown</h2>\n<div class=\"legend\" id=\"legend\"></div>\n<div id=\"chart\"></div>\n";
   o += "<noscript><p>The charts need JavaScript; the tables below do not.</p></noscript>\n";
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "export/outputs.h"
+#include "export/profile_view.h"
 #include "util/json_text.h"
 
 #include <fmt/core.h>
@@ -16,7 +17,7 @@ OutputFileOptions output_file_options(const Options& o) {
 
 
 Status check_file_outputs(const Options& o) {
-  for (const auto* p : {&o.json_path, &o.perfetto_path, &o.html_path})
+  for (const auto* p : {&o.json_path, &o.perfetto_path, &o.html_path, &o.folded_path})
     if (!p->empty() && *p != "-")
       if (auto st = check_output_path(*p, output_file_options(o)); !st) return st;
   return Ok{};
@@ -28,6 +29,9 @@ Status write_file_outputs(const Options& o, const SessionReport& r) {
       return st;
   if (!o.html_path.empty())
     if (auto st = write_output_file(o.html_path, html_report(r), output_file_options(o)); !st) return st;
+  if (!o.folded_path.empty())
+    if (auto st = write_output_file(o.folded_path, folded_text(named_stacks(r)), output_file_options(o)); !st)
+      return st;
   return Ok{};
 }
 

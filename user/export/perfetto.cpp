@@ -2,6 +2,7 @@
 #include "export/perfetto.h"
 
 #include "attribution/host_steals.h"
+#include "export/profile_view.h"
 #include "export/provenance.h"
 
 #include <fmt/core.h>
@@ -216,6 +217,27 @@ struct TraceWriter {
     }
   }
 
+  // On-CPU stack samples as instants on their thread: the leaf frame as the
+  // name, the category and the stack (root first) as arguments.
+  void cpu_samples() {
+    const auto& v = r.analysis.samples.samples();
+    const auto& cls = r.job.profile.samples;
+    if (cls.size() != v.size()) return;  // not the analysis these samples were classified in
+    const SampleStore& st = r.analysis.samples;
+    for (size_t i = 0; i < v.size() && ev.size() < opt.max_events; ++i) {
+      if (v[i].stack >= st.stacks().size()) continue;
+      const SampledStack& s = st.stacks()[v[i].stack];
+      const std::vector<std::string> frames = stack_frames(st, s);
+      std::string stack;
+      for (const auto& f : frames) stack += (stack.empty() ? "" : ";") + f;
+      const std::string& leaf = frames.back();
+      ev.push_back({{"ph", "i"}, {"s", "t"}, {"name", leaf}, {"cat", "cpu_sample"}, {"pid", v[i].pid},
+                    {"tid", v[i].tid}, {"ts", us(v[i].ts)},
+                    {"args", {{"category", std::string(category_name(cls[i].category))},
+                              {"role", sample_role_name(cls[i].role)}, {"stack", stack}}}});
+    }
+  }
+
   // Threads: names, state slices, call slices, disk requests.
   void thread_tracks() {
     std::vector<const ThreadTimeline*> tls;
@@ -231,6 +253,7 @@ struct TraceWriter {
       disk_requests(*t);
       host_steals(*t);
     }
+    cpu_samples();
   }
 
   // Counters: what the kernel emitted and dropped per class (known per window).

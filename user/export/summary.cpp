@@ -2,6 +2,7 @@
 #include "export/summary.h"
 
 #include "attribution/host_steals.h"
+#include "export/profile_view.h"
 #include "export/provenance.h"
 #include "export/report_stats.h"
 #include "export/what_if_view.h"
@@ -174,6 +175,7 @@ nlohmann::json summary_json(const SessionReport& r) {
                  {"exited_threads_summed", r.analysis.threads.folded_threads()},
                  {"closed_sockets_summed", r.analysis.collectors.folded_sock_count}};
   j["records"] = r.records;
+  j["cpu_profile"] = profile_json(r, named_stacks(r));
   j["incomplete"] = r.incomplete();
   if (!r.capture_end.empty()) j["capture_end"] = r.capture_end;
   j["job_exit_code"] = r.job_exit_code;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attribution/host_steals.h"
+#include "export/profile_view.h"
 #include "export/provenance.h"
 #include "export/report_stats.h"
 #include "export/what_if_view.h"
@@ -244,6 +245,7 @@ void ranks_sections(std::string& o, const SessionReport& r, const TextStyle& sty
     for (const auto& e : v.evidence) o += wrap("  - ", e, "    ");
     changes_section(o, r, paint);
     host_steals_section(o, r, paint);
+    o += profile_text(r, named_stacks(r));
 
     // 4b. What if: the fixes ranked by the step time they would save.
     if (const WhatIfText w = what_if_text(job.what_if); !w.title.empty()) {

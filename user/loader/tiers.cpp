@@ -65,6 +65,8 @@ std::vector<AttachTier> TierPlan::describe(uint32_t sub, const KernelFeatures& f
     if (f.tp_memcg_reclaim) add("tp_btf mm_vmscan_memcg_reclaim");
     t.push_back({"steal", s.empty() ? "unavailable: no irq or vmscan tracepoints, sched collector off" : s});
   }
+  if (!(sub & ST_SUB_SAMPLE)) t.push_back({"sample", "disabled"});
+  else t.push_back({"sample", "perf_event cpu-clock per CPU, user (frame pointers) and kernel stacks"});
   if (!(sub & ST_SUB_NET)) t.push_back({"net", "disabled"});
   else if (net_tp) t.push_back({"net", "tp_btf sock_send_length/sock_recv_length + tcp state"});
   else if (net_kprobe) t.push_back({"net", "kprobe/kretprobe tcp_sendmsg/tcp_recvmsg + tcp state"});

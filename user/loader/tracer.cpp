@@ -4,6 +4,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <fmt/core.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -135,6 +137,9 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
     off(skel_->progs.st_memcg_reclaim_begin);
     off(skel_->progs.st_memcg_reclaim_end);
   }
+  // The sampler is attached by hand to one perf event per CPU (attach_sampler).
+  manual(skel_->progs.st_cpu_sample);
+  if (!(sub & ST_SUB_SAMPLE) || settings_.sample_hz == 0) off(skel_->progs.st_cpu_sample);
   // Uprobe programs are attached by hand (attach_uprobe), never by the skeleton.
   bpf_program__set_autoattach(skel_->progs.st_uprobe_entry, false);
   bpf_program__set_autoattach(skel_->progs.st_uprobe_return, false);
@@ -211,11 +216,56 @@ Status BpfTracer::attach_optional() {
     if (int err = link(p); err) failed += fmt::format(" {}: {};", ev, std::strerror(-err));
     else tps += (tps.empty() ? "neuron:" : ",") + ev;
   }
+  if (bpf_program__autoload(skel_->progs.st_cpu_sample)) set_tier("sample", attach_sampler());
   if (!failed.empty()) {
     set_tier("accel_tp", (tps.empty() ? std::string("none") : tps) + " (attach failed:" + failed + ")");
     log::warn("neuron tracepoints not attached:{}", failed);
   }
   return Ok{};
+}
+
+// One CPU-clock perf event per online CPU, sampling every task at
+// sample_hz, each running st_cpu_sample (which keeps only targets). A CPU
+// that is offline (ENODEV) is skipped; the tier says how many were covered.
+std::string BpfTracer::attach_sampler() {
+  const int ncpu = libbpf_num_possible_cpus();
+  int attached = 0, first_err = 0;
+  for (int cpu = 0; cpu < ncpu; ++cpu) {
+    perf_event_attr attr{};
+    attr.size = sizeof(attr);
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    attr.freq = 1;
+    attr.sample_freq = settings_.sample_hz;
+    const int fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd < 0) {
+      if (errno != ENODEV && !first_err) first_err = errno;
+      continue;
+    }
+    bpf_link* l = bpf_program__attach_perf_event(skel_->progs.st_cpu_sample, fd);
+    if (!l) {
+      if (!first_err) first_err = errno;
+      ::close(fd);
+      continue;
+    }
+    extra_links_.push_back(l);  // destroying the link closes the event
+    ++attached;
+  }
+  if (attached == 0) {
+    log::warn("stack sampler not attached: {}", std::strerror(first_err ? first_err : ENODEV));
+    return fmt::format("unavailable: perf_event_open cpu-clock failed ({})",
+                       std::strerror(first_err ? first_err : ENODEV));
+  }
+  return fmt::format("perf_event cpu-clock {} Hz on {} CPU(s), user (frame pointers) and kernel stacks",
+                     settings_.sample_hz, attached);
+}
+
+void BpfTracer::set_python(uint32_t tgid, const st_py_proc* layout) {
+  if (!bpf_program__autoload(skel_->progs.st_cpu_sample)) return;
+  if (layout)
+    (void)bpf_map__update_elem(skel_->maps.st_py_procs, &tgid, sizeof(tgid), layout, sizeof(*layout), BPF_ANY);
+  else
+    (void)bpf_map__delete_elem(skel_->maps.st_py_procs, &tgid, sizeof(tgid), 0);
 }
 
 Status BpfTracer::add_target(uint32_t tgid, int* err_no) {

@@ -44,6 +44,9 @@ struct TracerSettings {
   uint32_t max_targets = 0;
   // Entries of the socket owner LRU (st_socks); 0 = ST_MAX_SOCKS. Tests shrink it to make it evict.
   uint32_t max_socks = 0;
+  // ST_SUB_SAMPLE: on-CPU stack samples per CPU per second (a CPU-clock perf
+  // event, so it works on VMs without a PMU); 0 turns the sampler off.
+  uint32_t sample_hz = 49;
 };
 
 // One loaded program's cumulative run time (kernel BPF stats; counted only
@@ -64,6 +67,9 @@ class BpfTracer {
 
   // *err_no (when given) gets the errno of a failure: E2BIG when the set is full.
   Status add_target(uint32_t tgid, int* err_no = nullptr);
+  // A CPython process whose frames the sampler walks (null: forget it).
+  // Thread-safe (one map update): the symbol worker calls it.
+  void set_python(uint32_t tgid, const st_py_proc* layout);
   Status add_accel_dev(uint32_t kernel_dev, uint64_t ino, uint32_t index);
   // Uprobe on `func` in the ELF at `binary` (all processes; the BPF side filters targets).
   Status attach_uprobe(const std::string& binary, const std::string& func, uint32_t probe_id, bool ret);
@@ -94,6 +100,7 @@ class BpfTracer {
   Status load();
   Status attach();
   Status attach_optional();  // kprobe and neuron:* tiers, attached one by one (fallbacks)
+  std::string attach_sampler();  // per-CPU perf events for st_cpu_sample; returns the tier
 
   struct SkelDeleter {
     void operator()(steptrace_bpf* s) const;

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "pipeline/analysis.h"
 
+#include <algorithm>
+
+#include "util/text.h"
+
 namespace steptrace {
 
 namespace {
@@ -8,13 +12,18 @@ namespace {
 constexpr size_t kKeepExitedThreads = 2048;
 // Closed sockets kept by tuple (the rest are summed).
 constexpr size_t kKeepClosedSockets = 1024;
+// Names a capture's notes may give (a corrupt or hostile capture cannot grow it past this).
+constexpr size_t kMaxSymbolNames = 4'000'000;
 }  // namespace
 
 JobAnalysis Analysis::finish(uint64_t end_ns, const DropStats& drops) {
   timeline.finish(end_ns, &threads);
   AnalysisOptions opt = ledger.resume({});
   opt.device_signals = device_signals;
+  samples.sort_by_time();
+  opt.samples = &samples;
   JobAnalysis ja = analyze_job(timeline, threads, drops, opt);
+  ja.profile.folded = profile_folded;
   if (ledger.empty()) return ja;
   JobAnalysis all = ledger.merge(std::move(ja));
   judge(all, timeline, drops);
@@ -29,17 +38,43 @@ uint64_t Analysis::fold(uint64_t now_ns) {
   tl.finish(now_ns, &th);
   AnalysisOptions opt = ledger.resume({});
   opt.device_signals = device_signals;
+  samples.sort_by_time();
+  opt.samples = &samples;
   const JobAnalysis ja = analyze_job(tl, th, DropStats{}, opt);
   const uint64_t keep_from = ledger.fold(ja, tl, now_ns);
   if (!keep_from) return 0;
+  // Stack samples up to the earliest point a rank's next window resumes at
+  // belong to folded steps (or to none): counted now, never classified again.
+  uint64_t counted_until = now_ns;
+  for (const auto& [pid, p] : ledger.resume({}).resume) counted_until = std::min(counted_until, p.cut_ns);
+  for (const auto& s : ja.profile.samples)
+    if (s.ts < counted_until) ++profile_folded[{static_cast<uint8_t>(s.category), static_cast<uint8_t>(s.role), s.stack}];
+  samples.forget_before(counted_until);
   timeline.forget_before(keep_from);
   threads.fold_exited(kKeepExitedThreads);
   collectors.fold_closed_sockets(kKeepClosedSockets);
   return keep_from;
 }
 
+void Analysis::add_symbol_note(const nlohmann::json& note) {
+  auto names = note.find("names");
+  if (names == note.end() || !names->is_array()) {
+    ++notes.malformed;
+    return;
+  }
+  for (const auto& n : *names) {
+    if (!n.is_array() || n.size() != 3 || !n[0].is_number_unsigned() || !n[1].is_number_unsigned() ||
+        !n[2].is_string() || samples.names().size() >= kMaxSymbolNames) {
+      ++notes.malformed;
+      return;
+    }
+    samples.set_name(n[0].get<uint32_t>(), n[1].get<uint64_t>(),
+                     host_string(utf8_prefix(n[2].get_ref<const std::string&>(), 512)));
+  }
+}
+
 size_t Analysis::memory_bytes() const {
-  return timeline.memory_bytes() + ledger.memory_bytes() + threads.threads().size() * 512 +
+  return timeline.memory_bytes() + ledger.memory_bytes() + samples.memory_bytes() + profile_folded.size() * 64 + threads.threads().size() * 512 +
          collectors.socks.size() * sizeof(SockStats) + collectors.block.size() * 96;
 }
 

@@ -12,6 +12,7 @@
 #include "capture/drop_stats.h"
 #include "capture/attach_tier.h"
 #include "pipeline/process_notes.h"
+#include "profile/cpu_samples.h"
 #include "timeline/collector_stats.h"
 #include "timeline/thread_table.h"
 #include "timeline/timeline_store.h"
@@ -53,6 +54,9 @@ struct Analysis {
   StepLedger ledger;       // the steps folded out of the timeline
   SocketIds sockets;       // kernel socket ids -> connection keys
   ProcessNotes notes;      // who each process is, where its runtime was probed
+  SampleStore samples;     // on-CPU stack samples (this window's) and every stack seen
+  // Samples of folded windows, classified and counted (CpuProfile::folded).
+  std::map<ProfileKey, uint64_t> profile_folded;
   const signals::SignalsData* device_signals = nullptr;  // set by the session for finish()
 
   void on_event(const Event& raw) {
@@ -66,7 +70,10 @@ struct Analysis {
   void on_note(uint32_t pid, const nlohmann::json& note) {
     notes.on_note(pid, note);
     if (auto ppid = parent_in_note(note)) timeline.note_parent(pid, *ppid);
+    if (auto t = note.find("note"); t != note.end() && *t == "symbols") add_symbol_note(note);
   }
+  // A "symbols" note: names of sampled addresses ([[pid, ip, name]...]).
+  void add_symbol_note(const nlohmann::json& note);
   // Close the window and run steps -> attribution -> verdict, over the steps
   // folded earlier and this window's.
   JobAnalysis finish(uint64_t end_ns, const DropStats& drops);

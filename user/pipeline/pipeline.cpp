@@ -21,6 +21,15 @@ void Pipeline::push(const void* data, size_t len) {
       else ++analysis_.notes.malformed;
       return;
     }
+    // Stack samples are joined with the steps by time when a window is
+    // analysed: not timeline events, so not reordered.
+    if (h.kind == ST_EV_CPU_SAMPLE) {
+      ++records_;
+      ++window_records_;
+      decoder_.count(h.kind, analysis_.samples.on_record(data, len));
+      newest_ts_ = std::max<uint64_t>(newest_ts_, h.ts_ns);
+      return;
+    }
   }
   ++records_;
   ++window_records_;
@@ -99,8 +108,13 @@ JobAnalysis Pipeline::close_window(uint64_t end_ns, const DropStats& drops) {
 
 void Pipeline::start_window() {
   const auto* signals = analysis_.device_signals;
+  SampleStore samples = std::move(analysis_.samples);
   analysis_ = Analysis();
   analysis_.device_signals = signals;
+  // The daemon's windows: the stacks and their names stay (later samples
+  // point at them), the window's samples go with it.
+  analysis_.samples = std::move(samples);
+  analysis_.samples.forget_before(UINT64_MAX);
   window_records_ = 0;
 }
 

@@ -63,7 +63,7 @@ void ProcessNotes::on_note(uint32_t pid, const nlohmann::json& note) {
     probes.push_back(std::move(p));
   } else if (*type == "parent") {
     if (!parent_in_note(note)) ++malformed;  // the timeline keeps the parent (Analysis::on_note)
-  }  // other types: written by a newer steptrace, skipped
+  }  // "symbols": the stack samples' names (Analysis::on_note); other types: a newer steptrace's, skipped
 }
 
 std::vector<const LibProbeNote*> ProcessNotes::probes_for(uint32_t pid) const {

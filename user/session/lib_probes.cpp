@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "session/lib_probes.h"
 
+#include <elf.h>
 #include <fmt/core.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "loader/tracer.h"
@@ -107,6 +111,74 @@ void LibScanQueue::scan(uint64_t now, const std::string& proc_root,
     st.next_scan_ns = now + st.interval_ns;
     ++it;
   }
+}
+
+// find_probe_libs (the /proc/PID/maps parser) lives in probe_libs.cpp, alone, so it is fuzzed by itself.
+
+// The shared libraries a dynamically linked program will load, as the
+// dynamic loader resolves them (what ldd does: LD_TRACE_LOADED_OBJECTS makes
+// ld.so print them and exit before main). Lets `run` probe libnrt or the step
+// marker before the job's first call instead of after the first maps scan.
+std::vector<std::string> resolve_needed_libs(const std::string& cmd) {
+  std::string path = cmd;
+  if (cmd.find('/') == std::string::npos) {
+    const char* env = ::getenv("PATH");
+    std::string p = env ? env : "/usr/bin:/bin";
+    size_t pos = 0;
+    path.clear();
+    while (pos <= p.size()) {
+      size_t c = p.find(':', pos);
+      std::string dir = p.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
+      std::string cand = (dir.empty() ? "." : dir) + "/" + cmd;
+      if (::access(cand.c_str(), X_OK) == 0) {
+        path = cand;
+        break;
+      }
+      if (c == std::string::npos) break;
+      pos = c + 1;
+    }
+    if (path.empty()) return {};
+  }
+  // Only dynamically linked ELF executables (with PT_INTERP): a script would
+  // be run by its interpreter, and a static binary would ignore the variable
+  // and really run.
+  auto elf = read_small_file(path, 64 << 10);
+  if (!elf || elf->size() < sizeof(Elf64_Ehdr) || elf->compare(0, 4, ELFMAG) != 0 ||
+      (*elf)[EI_CLASS] != ELFCLASS64)
+    return {};
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, elf->data(), sizeof(eh));
+  bool has_interp = false;
+  for (unsigned i = 0; i < eh.e_phnum; ++i) {
+    size_t off = eh.e_phoff + static_cast<size_t>(i) * eh.e_phentsize;
+    if (eh.e_phentsize < sizeof(Elf64_Phdr) || off + sizeof(Elf64_Phdr) > elf->size()) break;
+    Elf64_Phdr ph;
+    std::memcpy(&ph, elf->data() + off, sizeof(ph));
+    if (ph.p_type == PT_INTERP) has_interp = true;
+  }
+  if (!has_interp) return {};
+  std::string q;
+  for (char ch : path) {
+    if (ch == '\'') q += "'\\''";
+    else q += ch;
+  }
+  // The variable applies to this command only (not to a wrapper like timeout).
+  FILE* f = ::popen(("LD_TRACE_LOADED_OBJECTS=1 '" + q + "' 2>/dev/null </dev/null").c_str(), "r");
+  if (!f) return {};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  ::pclose(f);
+  // Lines look like "\tlibnrt.so.1 => /path/libnrt.so.1 (0x...)": reuse the maps parser on the paths.
+  std::string paths;
+  size_t pos = 0;
+  while ((pos = out.find("=> ", pos)) != std::string::npos) {
+    size_t e = out.find(' ', pos + 3);
+    paths += out.substr(pos + 3, e == std::string::npos ? std::string::npos : e - pos - 3) + "\n";
+    pos += 3;
+  }
+  return find_probe_libs(paths);
 }
 
 }  // namespace steptrace

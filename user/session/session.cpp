@@ -56,74 +56,6 @@ std::vector<uint32_t> cgroup_tgids(const std::string& path) {
 
 }  // namespace
 
-// find_probe_libs (the /proc/PID/maps parser) lives in probe_libs.cpp, alone, so it is fuzzed by itself.
-
-// The shared libraries a dynamically linked program will load, as the
-// dynamic loader resolves them (what ldd does: LD_TRACE_LOADED_OBJECTS makes
-// ld.so print them and exit before main). Lets `run` probe libnrt or the step
-// marker before the job's first call instead of after the first maps scan.
-std::vector<std::string> resolve_needed_libs(const std::string& cmd) {
-  std::string path = cmd;
-  if (cmd.find('/') == std::string::npos) {
-    const char* env = ::getenv("PATH");
-    std::string p = env ? env : "/usr/bin:/bin";
-    size_t pos = 0;
-    path.clear();
-    while (pos <= p.size()) {
-      size_t c = p.find(':', pos);
-      std::string dir = p.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
-      std::string cand = (dir.empty() ? "." : dir) + "/" + cmd;
-      if (::access(cand.c_str(), X_OK) == 0) {
-        path = cand;
-        break;
-      }
-      if (c == std::string::npos) break;
-      pos = c + 1;
-    }
-    if (path.empty()) return {};
-  }
-  // Only dynamically linked ELF executables (with PT_INTERP): a script would
-  // be run by its interpreter, and a static binary would ignore the variable
-  // and really run.
-  auto elf = read_small_file(path, 64 << 10);
-  if (!elf || elf->size() < sizeof(Elf64_Ehdr) || elf->compare(0, 4, ELFMAG) != 0 ||
-      (*elf)[EI_CLASS] != ELFCLASS64)
-    return {};
-  Elf64_Ehdr eh;
-  std::memcpy(&eh, elf->data(), sizeof(eh));
-  bool has_interp = false;
-  for (unsigned i = 0; i < eh.e_phnum; ++i) {
-    size_t off = eh.e_phoff + static_cast<size_t>(i) * eh.e_phentsize;
-    if (eh.e_phentsize < sizeof(Elf64_Phdr) || off + sizeof(Elf64_Phdr) > elf->size()) break;
-    Elf64_Phdr ph;
-    std::memcpy(&ph, elf->data() + off, sizeof(ph));
-    if (ph.p_type == PT_INTERP) has_interp = true;
-  }
-  if (!has_interp) return {};
-  std::string q;
-  for (char ch : path) {
-    if (ch == '\'') q += "'\\''";
-    else q += ch;
-  }
-  // The variable applies to this command only (not to a wrapper like timeout).
-  FILE* f = ::popen(("LD_TRACE_LOADED_OBJECTS=1 '" + q + "' 2>/dev/null </dev/null").c_str(), "r");
-  if (!f) return {};
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  ::pclose(f);
-  // Lines look like "\tlibnrt.so.1 => /path/libnrt.so.1 (0x...)": reuse the maps parser on the paths.
-  std::string paths;
-  size_t pos = 0;
-  while ((pos = out.find("=> ", pos)) != std::string::npos) {
-    size_t e = out.find(' ', pos + 3);
-    paths += out.substr(pos + 3, e == std::string::npos ? std::string::npos : e - pos - 3) + "\n";
-    pos += 3;
-  }
-  return find_probe_libs(paths);
-}
-
 Session::~Session() = default;
 
 std::optional<pid_t> Session::job_pid() const {
@@ -235,6 +167,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
 
   TracerSettings ts;
   ts.subsystems = o.subsystems;
+  ts.sample_hz = o.sample_hz;
   ts.follow_forks = o.follow_forks;
   ts.ring_bytes = static_cast<uint64_t>(o.ring_mib) << 20;
   ts.btf_path = o.btf_path;
@@ -276,11 +209,15 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
     log::warn("drains on a fixed {} ms timer: {}", o.drain_ms, w.error().message);
   }
   // A new program image may load the runtime library or the step marker.
+  // Stack samples: their processes' maps are read on the symbol worker.
+  if ((o.subsystems & ST_SUB_SAMPLE) && o.sample_hz) s->symbols_ = std::make_unique<SymbolWorker>(root);
   s->pipe_.set_observer([sp = s.get()](const st_event_header& h, const void*, size_t) {
     if (h.kind == ST_EV_TASK_EXEC) {
       sp->note_identity(h.pid);
       sp->note_new_process(h.pid);
+      if (sp->symbols_) sp->symbols_->exec(h.pid);
     }
+    if (h.kind == ST_EV_CPU_SAMPLE && sp->symbols_) sp->symbols_->sampled(h.pid);
   });
 
   if (auto st = s->dev_files_.resolve(*s->tracer_, true); !st) return st.error();
@@ -459,6 +396,13 @@ Result<SessionReport> Session::finish() {
   report_.job = pipe_.close(end, report_.drops);
   report_.analysis = pipe_.take_analysis();
   report_.analysis.device_signals = nullptr;  // the sampler's data stays with the session
+  if (symbols_) {
+    symbols_->name_stacks(report_.analysis.samples);
+    // After every record: a replay names the frames as this report does.
+    if (writer_ && !write_failed_)
+      for (const auto& note : symbol_notes(report_.analysis.samples))
+        if (auto rec = make_user_note(end, 0, note); !rec.empty()) (void)writer_->append(rec.data(), rec.size());
+  }
   if (writer_) {
     // Whatever happened to the file, the report is still printed: marked
     // INCOMPLETE with the reason, and a write failure makes the exit non-zero.

@@ -28,6 +28,7 @@
 #include "util/mono_clock.h"
 #include "util/sys_root.h"
 #include "session/lib_probes.h"
+#include "session/symbol_worker.h"
 
 namespace steptrace {
 
@@ -117,6 +118,7 @@ class Session {
   std::unique_ptr<CaptureWriter> writer_;
   bool write_failed_ = false;
   Pipeline pipe_;         // decode -> reorder -> analysis
+  std::unique_ptr<SymbolWorker> symbols_;  // names for the stack samples (null: sampling off)
   SessionReport report_;  // how the tracing went (the analysis joins it at finish)
   DevFileSet dev_files_;
   LibScanQueue scan_;

@@ -13,6 +13,7 @@
 
 #include "accuracy.h"
 #include "attribution/host_steals.h"
+#include "export/profile_view.h"
 
 using namespace steptrace::accuracy;
 
@@ -288,4 +289,90 @@ TEST_CASE("accuracy: receive softirqs on the main thread's CPU are measured and 
   REQUIRE(f != nullptr);
   CHECK(f->text.find("NET_RX") != std::string::npos);
   CHECK(res.report.job.verdict.headline.find("interrupt handlers") != std::string::npos);
+}
+
+namespace {
+
+// Of the samples in one (category, role) group whose stack holds function a
+// or b, the share that holds a (inclusive: a caller of both counts in both).
+struct Split {
+  double share = -1;
+  uint64_t samples = 0;
+};
+Split sampled_split(const std::vector<steptrace::NamedStack>& stacks, steptrace::Category c, steptrace::SampleRole role,
+                    const std::string& a, const std::string& b) {
+  uint64_t na = 0, nb = 0;
+  for (const auto& s : stacks) {
+    if (s.category != c || s.role != role) continue;
+    bool has_a = false, has_b = false;
+    for (const auto& f : s.frames) {
+      has_a = has_a || f == a;
+      has_b = has_b || f == b;
+    }
+    if (has_a) na += s.samples;
+    if (has_b) nb += s.samples;
+  }
+  if (na + nb == 0) return {};
+  return {static_cast<double>(na) / static_cast<double>(na + nb), na + nb};
+}
+
+double truth_split(const ScenarioResult& res, const std::string& a, const std::string& b) {
+  double ta = 0, tb = 0;
+  for (const auto& r : res.truth.rank_data) {
+    if (auto it = r.cpu_functions.find(a); it != r.cpu_functions.end()) ta += static_cast<double>(it->second);
+    if (auto it = r.cpu_functions.find(b); it != r.cpu_functions.end()) tb += static_cast<double>(it->second);
+  }
+  return ta + tb > 0 ? ta / (ta + tb) : -1;
+}
+
+void check_split(const ScenarioResult& res, steptrace::Category c, steptrace::SampleRole role, const std::string& a,
+                 const std::string& b) {
+  const auto stacks = steptrace::named_stacks(res.report);
+  INFO(steptrace::profile_text(res.report, stacks));
+  const Split got = sampled_split(stacks, c, role, a, b);
+  const double want = truth_split(res, a, b);
+  INFO(a << " vs " << b << ": samples " << got.samples << ", sampled share " << got.share << ", truth " << want);
+  REQUIRE(want > 0);
+  CHECK(got.samples >= 300);  // enough for a 5 pp bound (binomial sd ~ 2.8 pp at 300)
+  CHECK(std::abs(got.share - want) * 100 < 5.0);
+  // Both are among the group's named top functions: the frames were symbolized.
+  bool fa = false, fb = false;
+  for (const auto& f : steptrace::top_functions(stacks, c, role, 10)) {
+    fa = fa || f.function == a;
+    fb = fb || f.function == b;
+  }
+  CHECK(fa);
+  CHECK(fb);
+}
+
+ScenarioResult run_sampled(const std::string& scenario, uint32_t hz) {
+  REQUIRE(::geteuid() == 0);
+  ScenarioRun r;
+  r.scenario = scenario;
+  r.trainsim = TRAINSIM_BIN;
+  r.sample_hz = hz;
+  ScenarioResult res;
+  std::string err;
+  bool ok = run_scenario(r, &res, &err);
+  INFO("run_scenario: " << err);
+  REQUIRE(ok);
+  return res;
+}
+
+}  // namespace
+
+TEST_CASE("accuracy: host-bound stack samples split the host work between its functions as the truth does",
+          "[root][accuracy][stacks]") {
+  auto res = run_sampled("host-bound", 499);
+  CHECK(res.truth_gating == "host_overhead");
+  check_split(res, steptrace::Category::host_overhead, steptrace::SampleRole::main, "ts_host_optimizer_step",
+              "ts_host_bookkeeping");
+}
+
+TEST_CASE("accuracy: data-bound stack samples split the loaders' preprocessing between its functions as the truth does",
+          "[root][accuracy][stacks]") {
+  auto res = run_sampled("data-bound", 499);
+  CHECK(res.truth_gating == "data_loading");
+  check_split(res, steptrace::Category::data_loading, steptrace::SampleRole::loader, "ts_preprocess_decode",
+              "ts_preprocess_augment");
 }

@@ -31,6 +31,8 @@ struct Ready {
 	uint32_t slot;
 	int32_t status; // 0 ok, else errno of the failed read
 	uint64_t checksum;
+	int64_t decode_ns;  // thread CPU in ts_preprocess_decode for this batch
+	int64_t augment_ns; // and in ts_preprocess_augment
 };
 static_assert(sizeof(Ready) <= PIPE_BUF, "pipe writes of a message must be atomic");
 
@@ -91,7 +93,7 @@ void worker_loop(const LoaderConfig &cfg, int req_rd, int data_wr, char *slab, u
 	Request req;
 	while (read_full(req_rd, &req, sizeof(req))) {
 		char *buf = slab + static_cast<size_t>(req.slot) * batch_bytes;
-		Ready r{req.index, req.slot, 0, 0};
+		Ready r{req.index, req.slot, 0, 0, 0, 0};
 		for (int j = 0; j < cfg.batch_samples && r.status == 0; j++) {
 			// Different ranks read different samples, like a DistributedSampler.
 			uint64_t s = (req.index * static_cast<uint64_t>(cfg.batch_samples) + static_cast<uint64_t>(j) +
@@ -101,8 +103,12 @@ void worker_loop(const LoaderConfig &cfg, int req_rd, int data_wr, char *slab, u
 					       buf + static_cast<uint64_t>(j) * cfg.sample_bytes, cfg.sample_bytes, cfg.page_cache);
 		}
 		double ms = req.index >= cfg.change_at_batch ? cfg.preprocess_ms_after : cfg.preprocess_ms;
-		if (r.status == 0)
-			r.checksum = burn_cpu(static_cast<int64_t>(ms * 1e6), buf, batch_bytes);
+		if (r.status == 0) {
+			NamedCpu spent;
+			r.checksum = preprocess_work(static_cast<int64_t>(ms * 1e6), buf, batch_bytes, &spent);
+			r.decode_ns = spent.ns[2];
+			r.augment_ns = spent.ns[3];
+		}
 		if (!write_full(data_wr, &r, sizeof(r)))
 			return;
 	}
@@ -222,6 +228,8 @@ bool LoaderPool::next(uint64_t index, Batch *out, std::string *err)
 	out->data = wk.slab + static_cast<size_t>(r.slot) * batch_bytes_;
 	out->bytes = batch_bytes_;
 	out->checksum = r.checksum;
+	spent_.ns[2] += r.decode_ns;
+	spent_.ns[3] += r.augment_ns;
 	return true;
 }
 

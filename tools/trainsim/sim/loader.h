@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "sim/cpu_work.h"
 #include "sim/knobs.h"
 #include "sim/steals.h"
 
@@ -67,6 +68,8 @@ public:
 	const std::vector<int> &pids() const { return pids_; }
 	const std::vector<int> &tids() const { return tids_; }
 	uint64_t batch_bytes() const { return batch_bytes_; }
+	// Preprocessing CPU by named function over the batches taken so far.
+	const NamedCpu &preprocess_cpu() const { return spent_; }
 
 private:
 	struct Worker {
@@ -80,6 +83,7 @@ private:
 	};
 	LoaderConfig cfg_;
 	uint64_t batch_bytes_ = 0;
+	NamedCpu spent_; // preprocessing CPU by named function, from the workers' messages
 	size_t slab_bytes_ = 0;
 	std::vector<std::unique_ptr<Worker>> workers_;
 	std::vector<int> pids_, tids_;

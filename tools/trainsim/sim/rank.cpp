@@ -163,6 +163,7 @@ struct Job {
 	char loss[4096];
 	int hang_fd = -1;
 	Recorder rec;
+	NamedCpu host_cpu; // the host work's CPU by named function (truth's cpu_functions)
 	// Loader memory PSI totals (ns) at the last step boundary: the group of
 	// all loaders (some, full) and the sum of the per-loader groups.
 	int64_t psi_some = 0, psi_full = 0, psi_sum = 0;
@@ -410,7 +411,7 @@ void run_step(Job &j, int s, int64_t start_ns)
 		if (j.ctx.work_chunks_per_ms > 0) // fixed work: stolen time lengthens it
 			steals::burn_chunks(static_cast<uint64_t>(kk.host_ms * j.ctx.work_chunks_per_ms + 0.5));
 		else
-			burn_cpu(static_cast<int64_t>(kk.host_ms * 1e6), b.data, b.bytes);
+			host_work(static_cast<int64_t>(kk.host_ms * 1e6), b.data, b.bytes, &j.host_cpu);
 		rec.add("host_compute", tr::kHostOverhead, t, d);
 	}
 	st.end_ns = now_ns();
@@ -430,6 +431,11 @@ void finish(Job &j)
 			auto it = j.mem_counters0.find(key);
 			j.out.steals.loader_memory_counters[key] = v - (it == j.mem_counters0.end() ? 0 : it->second);
 		}
+	}
+	for (size_t f = 0; f < 4; ++f) {
+		const int64_t ns = f < 2 ? j.host_cpu.ns[f] : j.pool.preprocess_cpu().ns[f];
+		if (ns > 0)
+			j.out.cpu_functions[kNamedCpuFunctions[f]] = ns;
 	}
 	j.pool.stop();
 	j.coll.close();

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "symbols/symbolizer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <tuple>
+#include <utility>
+
+#include "loader/kernel_text.h"
+
+namespace steptrace::symbols {
+namespace {
+
+constexpr size_t kMapsLimit = 64u << 20;
+constexpr size_t kKallsymsLimit = 256u << 20;
+constexpr uint64_t kVdsoLimit = 1u << 20;
+
+std::string module_name(const MapEntry& m) {
+  if (m.path.empty() || m.path.front() == '[') return m.path;
+  return m.path.substr(m.path.rfind('/') + 1);
+}
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// "f:dev:ino:size:mtime": the file's identity when it has no build id.
+std::string file_identity(const struct stat& st) {
+  return "f:" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+}
+
+size_t leading_underscores(std::string_view s) {
+  size_t n = 0;
+  while (n < s.size() && s[n] == '_') ++n;
+  return n;
+}
+
+// Global before weak before local, at one address.
+int kallsyms_rank(char type) {
+  switch (type) {
+    case 'T': return 0;
+    case 'W': return 1;
+    case 't': return 2;
+    default: return 3;
+  }
+}
+
+}  // namespace
+
+std::string Frame::display() const {
+  if (resolved()) return function;
+  if (!module.empty()) return module + "+" + hex(offset);
+  return "[unknown]";
+}
+
+Symbolizer::Symbolizer(SysRoot root) : root_(std::move(root)) {}
+
+Status Symbolizer::snapshot(uint32_t pid) {
+  std::string maps_path = root_.proc() + "/" + std::to_string(pid) + "/maps";
+  auto text = read_small_file(maps_path, kMapsLimit);
+  if (!text) return make_error("process " + std::to_string(pid) + " is gone (cannot read " + maps_path + ")");
+  std::vector<Mapping> maps;
+  for (const MapEntry& m : parse_proc_maps(*text)) {
+    Mapping out{m.start, m.end, m.pgoff, module_name(m), nullptr};
+    if (m.is_file()) out.elf = load_file(pid, m);
+    else if (m.path == "[vdso]") out.elf = load_vdso(pid, m);
+    maps.push_back(std::move(out));
+  }
+  std::sort(maps.begin(), maps.end(), [](const Mapping& a, const Mapping& b) { return a.start < b.start; });
+  procs_[pid] = std::move(maps);
+  return Ok{};
+}
+
+// The mapped file through /proc/PID/map_files (the very file mapped, even
+// deleted or in another mount namespace; needs CAP_SYS_ADMIN), else through
+// /proc/PID/root when the file there is still the mapped inode.
+std::shared_ptr<const ElfSymbols> Symbolizer::load_file(uint32_t pid, const MapEntry& m) {
+  std::string dir = root_.proc() + "/" + std::to_string(pid);
+  char range[48];
+  std::snprintf(range, sizeof(range), "%llx-%llx", static_cast<unsigned long long>(m.start),
+                static_cast<unsigned long long>(m.end));
+  std::vector<std::string> candidates{dir + "/map_files/" + range};
+  if (!m.deleted) candidates.push_back(dir + "/root" + m.path);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const std::string& path = candidates[i];
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (i > 0 && m.inode != 0 && st.st_ino != m.inode) continue;  // another file now has that name
+    std::string identity = file_identity(st);
+    if (auto it = by_identity_.find(identity); it != by_identity_.end()) return it->second;
+    auto r = ElfSymbols::load(path);
+    std::shared_ptr<const ElfSymbols> elf;
+    if (r) elf = intern(std::make_shared<const ElfSymbols>(std::move(*r)), identity);
+    by_identity_[identity] = elf;  // a failure too: not retried until the file changes
+    return elf;
+  }
+  return nullptr;
+}
+
+// The vDSO is in no file: read its ELF image from the process's memory.
+std::shared_ptr<const ElfSymbols> Symbolizer::load_vdso(uint32_t pid, const MapEntry& m) {
+  uint64_t len = m.end - m.start;
+  if (len == 0 || len > kVdsoLimit) return nullptr;
+  std::string path = root_.proc() + "/" + std::to_string(pid) + "/mem";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  std::string image(len, '\0');
+  ssize_t n = ::pread(fd, image.data(), len, static_cast<off_t>(m.start));
+  ::close(fd);
+  if (n != static_cast<ssize_t>(len)) return nullptr;
+  auto r = ElfSymbols::load_image(image);
+  if (!r) return nullptr;
+  return intern(std::make_shared<const ElfSymbols>(std::move(*r)), "");
+}
+
+// One entry per build id: the same library seen through two paths, two
+// containers or two processes is loaded once. Without a build id the file's
+// identity is the key ("" for an image with neither: not cached).
+std::shared_ptr<const ElfSymbols> Symbolizer::intern(std::shared_ptr<const ElfSymbols> elf,
+                                                     const std::string& identity) {
+  std::string key = elf->build_id().empty() ? identity : "b:" + elf->build_id();
+  if (key.empty()) return elf;
+  auto [it, inserted] = files_.emplace(key, std::move(elf));
+  return it->second;
+}
+
+bool Symbolizer::has_snapshot(uint32_t pid) const { return procs_.count(pid) != 0; }
+
+void Symbolizer::forget(uint32_t pid) { procs_.erase(pid); }
+
+size_t Symbolizer::cached_files() const { return files_.size(); }
+
+Frame Symbolizer::resolve_user(uint32_t pid, uint64_t ip) const {
+  Frame f;
+  f.offset = ip;
+  auto p = procs_.find(pid);
+  if (p == procs_.end()) return f;
+  const auto& maps = p->second;
+  auto it = std::upper_bound(maps.begin(), maps.end(), ip, [](uint64_t v, const Mapping& m) { return v < m.start; });
+  if (it == maps.begin()) return f;
+  --it;
+  if (ip >= it->end) return f;
+  f.module = it->module;
+  f.offset = ip - it->start + it->pgoff;
+  if (!it->elf) return f;
+  uint64_t vaddr = ip;
+  if (!it->elf->is_exec()) {
+    auto v = it->elf->offset_to_vaddr(f.offset);
+    if (!v) return f;
+    vaddr = *v;
+  }
+  if (auto hit = it->elf->lookup(vaddr)) {
+    f.function = std::move(hit->name);
+    f.offset = hit->offset;
+  }
+  return f;
+}
+
+// Text symbols (t, T, w, W) by address, one per address. With kptr_restrict
+// every address reads 0: none is kept and every kernel frame is "[unknown]".
+void Symbolizer::load_kallsyms() const {
+  kallsyms_loaded_ = true;
+  auto text = read_small_file(root_.proc() + "/kallsyms", kKallsymsLimit);
+  if (!text) return;
+  kallsyms_text_ = std::make_unique<const std::string>(std::move(*text));
+  std::string_view all = *kallsyms_text_;
+  std::vector<std::pair<KernelSym, char>> syms;
+  while (!all.empty()) {
+    size_t nl = all.find('\n');
+    std::string_view line = all.substr(0, nl);
+    all = nl == std::string_view::npos ? std::string_view{} : all.substr(nl + 1);
+    auto e = parse_kallsyms_line(line);
+    if (!e || (e->type != 't' && e->type != 'T' && e->type != 'w' && e->type != 'W')) continue;
+    uint64_t addr = 0;
+    auto [p, ec] = std::from_chars(line.data(), line.data() + line.find(' '), addr, 16);
+    if (ec != std::errc() || addr == 0) continue;
+    syms.push_back({KernelSym{addr, e->name, e->module}, e->type});
+  }
+  auto key = [](const std::pair<KernelSym, char>& s) {
+    return std::make_tuple(s.first.addr, leading_underscores(s.first.name), kallsyms_rank(s.second), s.first.name);
+  };
+  std::sort(syms.begin(), syms.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+  ksyms_.clear();
+  for (const auto& [s, type] : syms) {
+    if (!ksyms_.empty() && ksyms_.back().addr == s.addr) continue;
+    ksyms_.push_back(s);
+    if (s.module.empty()) kernel_last_ = ksyms_.size();
+  }
+}
+
+Frame Symbolizer::resolve_kernel(uint64_t ip) const {
+  if (!kallsyms_loaded_) load_kallsyms();
+  Frame f;
+  f.offset = ip;
+  auto it = std::upper_bound(ksyms_.begin(), ksyms_.end(), ip, [](uint64_t v, const KernelSym& s) { return v < s.addr; });
+  if (it == ksyms_.begin()) return f;
+  --it;
+  // Past the kernel image's last symbol and before any module's: no function.
+  bool last_of_image = it->module.empty() && static_cast<size_t>(it - ksyms_.begin()) + 1 == kernel_last_;
+  if (last_of_image && ip > it->addr) return f;
+  f.function = std::string(it->name);
+  f.module = it->module.empty() ? "[kernel]" : std::string(it->module);
+  f.offset = ip - it->addr;
+  return f;
+}
+
+}  // namespace steptrace::symbols
