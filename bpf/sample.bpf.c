@@ -70,6 +70,15 @@ static long st_py_step(__u32 i, void *ctx)
 		r = bpf_map_lookup_elem(&st_sample_scratch, &zero);
 		if (!r)
 			return 1;
+		if (code && w->py->code_tag) {
+			__u64 names[3] = {}, h;
+
+			bpf_probe_read_user(names, sizeof(names), (const void *)(code + w->py->code_tag));
+			h = names[0] ^ (names[1] * 0x9e3779b97f4a7c15ull) ^ ((names[2] << 17) | (names[2] >> 47));
+			h ^= h >> 32;
+			h ^= h >> 16;
+			code = (code & ST_PY_CODE_ADDR_MASK) | (h << 48);
+		}
 		if (code) {
 			r->ips[(w->base + w->n) & (ST_SAMPLE_SLOTS - 1)] = code;
 			w->n++;

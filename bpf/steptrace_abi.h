@@ -331,8 +331,9 @@ struct st_host_steal {
  * + n_python). ips[0, n_user) is the user stack, leaf first (frame-pointer
  * walk: code built without frame pointers yields fewer frames); then
  * n_kernel kernel addresses, leaf first (none when the sample hit user
- * mode); then n_python code-object addresses of the thread's CPython frames,
- * innermost first (a process userspace registered in st_py_procs).
+ * mode); then n_python code objects of the thread's CPython frames,
+ * innermost first (a process userspace registered in st_py_procs): the
+ * address in bits 0-47, a tag of the object's names in bits 48-63.
  */
 #define ST_SAMPLE_MAX_USER 64
 #define ST_SAMPLE_MAX_KERNEL 32
@@ -340,6 +341,7 @@ struct st_host_steal {
 #define ST_SAMPLE_USER_TRUNCATED (1u << 0)   /* the user walk filled every slot */
 #define ST_SAMPLE_PYTHON_TRUNCATED (1u << 1) /* more Python frames than slots */
 #define ST_SAMPLE_PYTHON_NO_THREAD (1u << 2) /* a Python process, but no thread state for this thread */
+#define ST_PY_CODE_ADDR_MASK ((1ull << 48) - 1)
 struct st_cpu_sample {
 	struct st_event_header hdr;
 	__u16 n_user;
@@ -366,7 +368,12 @@ struct st_py_proc {
 	__u16 frame_code;     /* _PyInterpreterFrame.f_code (f_executable) */
 	__u16 frame_previous; /* _PyInterpreterFrame.previous */
 	__u16 frame_owner;    /* 3.12: the owner byte (3 = a C-stack shim frame, skipped); 0 = none */
-	__u16 pad_[3];
+	/* PyCodeObject: co_filename, co_name, co_qualname (three pointers from
+	 * here); 0 = none. A hash of them tags each code address (bits 48-63 of
+	 * the recorded value): a module's code object freed after import leaves
+	 * its address to a later one, which must not inherit its name. */
+	__u16 code_tag;
+	__u16 pad_[2];
 };
 
 /* Per-CPU counters, one slot per kind. Userspace sums the CPUs. */

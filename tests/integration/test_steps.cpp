@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "export/profile_view.h"
 #include "session/session.h"
 #include "support/workload.h"
 
@@ -229,6 +230,31 @@ TEST_CASE("steps: a compute-heavy PyTorch DDP job splits as its own timers do", 
   CHECK(share[static_cast<size_t>(Category::host_overhead)] + share[static_cast<size_t>(Category::cpu_contention)] > 0.7);
   CHECK((run.report.job.verdict.category == Category::host_overhead ||
          run.report.job.verdict.category == Category::cpu_contention));
+  // In which code: Debian's python3 (no frame pointers) still shows its
+  // Python frames - the job's own script, by function and file - in the main
+  // threads' host time and in the DataLoader workers' time.
+  const auto stacks = named_stacks(run.report);
+  INFO(profile_text(run.report, stacks));
+  auto share_with = [&](Category c, SampleRole role, const std::string& fn) {
+    uint64_t with = 0, all = 0;
+    for (const auto& st : stacks) {
+      if (st.category != c || st.role != role) continue;
+      all += st.samples;
+      for (const auto& f : st.frames)
+        if (f.rfind(fn + " (", 0) == 0 && f.find("ddp_train.py:") != std::string::npos) {
+          with += st.samples;
+          break;
+        }
+    }
+    return std::make_pair(with, all);
+  };
+  const auto [main_with, main_all] = share_with(Category::host_overhead, SampleRole::main, "run_rank");
+  INFO("host_overhead samples of the main threads: " << main_all << ", with run_rank (ddp_train.py) " << main_with);
+  CHECK(main_all >= 50);
+  CHECK(main_with * 2 > main_all);
+  const auto [load_with, load_all] = share_with(Category::data_loading, SampleRole::loader, "FileDataset.__getitem__");
+  INFO("loader samples: " << load_all << ", in FileDataset.__getitem__ " << load_with);
+  CHECK(load_with > 0);
 }
 
 // Both ranks alike, the all-reduce paced by a 50 Mbit/s link: collective-bound,

@@ -24,7 +24,21 @@ TEST_CASE("options: run takes the job after --", "[cli]") {
   CHECK(o->argv == std::vector<std::string>{"python", "-c", "x"});
   CHECK(o->duration_s == 2.5);
   CHECK(o->accel_devs == std::vector<std::string>{"/dev/neuron0"});
-  CHECK(o->subsystems == (ST_SUB_SCHED | ST_SUB_BLOCK | ST_SUB_NET | ST_SUB_ACCEL | ST_SUB_UPROBE | ST_SUB_STEAL));
+  CHECK(o->subsystems ==
+        (ST_SUB_SCHED | ST_SUB_BLOCK | ST_SUB_NET | ST_SUB_ACCEL | ST_SUB_UPROBE | ST_SUB_STEAL | ST_SUB_SAMPLE));
+  CHECK(o->sample_hz == 49);
+}
+
+TEST_CASE("options: the stack sampler's rate and the folded output", "[cli]") {
+  int code = -1;
+  auto o = parse({"run", "--sample-hz", "0", "--folded", "/tmp/x.folded", "--", "true"}, &code);
+  REQUIRE(o.ok());
+  CHECK(o->sample_hz == 0);
+  CHECK(o->folded_path == "/tmp/x.folded");
+  CHECK_FALSE(parse({"run", "--sample-hz", "5000", "--", "true"}, &code).ok());
+  auto c = parse({"run", "--collectors", "sched,sample", "--", "true"}, &code);
+  REQUIRE(c.ok());
+  CHECK(c->subsystems == (ST_SUB_SCHED | ST_SUB_SAMPLE));
 }
 
 TEST_CASE("options: everything after -- is the job's, even after a repeatable option", "[cli]") {

@@ -14,7 +14,7 @@ import pathlib
 import re
 import sys
 
-ANALYSIS = ["util", "decode", "capture", "timeline", "steps", "signals", "attribution", "pipeline", "cli", "export"]
+ANALYSIS = ["util", "decode", "capture", "timeline", "steps", "signals", "attribution", "pipeline", "cli", "export", "profile"]
 LIVE = ["loader", "session", "daemon"]
 ALLOWED = {
     "util": [],
@@ -22,13 +22,16 @@ ALLOWED = {
     "decode": ["util"],
     "capture": ["util", "decode"],
     "timeline": ["util", "decode", "capture"],
+    "profile": ["util", "decode", "capture"],
     "steps": ["util", "decode", "capture", "timeline"],
     "signals": ["util", "decode", "capture", "timeline", "steps"],
-    "attribution": ["util", "decode", "capture", "timeline", "steps", "signals"],
-    "pipeline": ["util", "decode", "capture", "timeline", "steps", "signals", "attribution"],
-    "export": ["util", "cli", "decode", "capture", "timeline", "steps", "signals", "attribution", "pipeline"],
+    "attribution": ["util", "decode", "capture", "timeline", "steps", "signals", "profile"],
+    "pipeline": ["util", "decode", "capture", "timeline", "steps", "signals", "attribution", "profile"],
+    "export": ["util", "cli", "decode", "capture", "timeline", "steps", "signals", "attribution", "pipeline",
+               "profile"],
     "loader": ["util", "cli", "decode", "capture"],
-    "session": ANALYSIS + ["loader"],
+    "symbols": ["util", "loader"],
+    "session": ANALYSIS + ["loader", "symbols"],
     "daemon": ANALYSIS + ["loader", "session"],
 }
 FORBIDDEN_IN_ANALYSIS = re.compile(r'#\s*include\s*[<"](bpf/|libbpf|[^">]*\.skel\.h)')

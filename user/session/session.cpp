@@ -210,14 +210,16 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   }
   // A new program image may load the runtime library or the step marker.
   // Stack samples: their processes' maps are read on the symbol worker.
-  if ((o.subsystems & ST_SUB_SAMPLE) && o.sample_hz) s->symbols_ = std::make_unique<SymbolWorker>(root);
-  s->pipe_.set_observer([sp = s.get()](const st_event_header& h, const void*, size_t) {
+  if ((o.subsystems & ST_SUB_SAMPLE) && o.sample_hz)
+    s->symbols_ = std::make_unique<SymbolWorker>(
+        root, [t = s->tracer_.get()](uint32_t pid, const st_py_proc* layout) { t->set_python(pid, layout); });
+  s->pipe_.set_observer([sp = s.get()](const st_event_header& h, const void* data, size_t len) {
     if (h.kind == ST_EV_TASK_EXEC) {
       sp->note_identity(h.pid);
       sp->note_new_process(h.pid);
       if (sp->symbols_) sp->symbols_->exec(h.pid);
     }
-    if (h.kind == ST_EV_CPU_SAMPLE && sp->symbols_) sp->symbols_->sampled(h.pid);
+    if (h.kind == ST_EV_CPU_SAMPLE && sp->symbols_) sp->symbols_->sampled(h.pid, data, len);
   });
 
   if (auto st = s->dev_files_.resolve(*s->tracer_, true); !st) return st.error();

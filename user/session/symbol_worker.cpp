@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "session/symbol_worker.h"
 
+#include <cstring>
+
+#include "symbols/python_procs.h"
 #include "symbols/symbolizer.h"
+#include "util/log.h"
 
 namespace steptrace {
 
@@ -23,8 +27,18 @@ std::string without_parameters(std::string name) {
 
 }  // namespace
 
-SymbolWorker::SymbolWorker(const SysRoot& root)
-    : sym_(std::make_unique<symbols::Symbolizer>(root)), thread_([this] { loop(); }) {}
+namespace {
+// Code objects asked about, over all processes: a bound on a hostile or
+// code-generating job (each costs a few reads of its memory).
+constexpr size_t kMaxPythonCodes = 200000;
+constexpr uint64_t kForget = ~0ull;  // a Task: the process exec'd
+}  // namespace
+
+SymbolWorker::SymbolWorker(const SysRoot& root, PythonHook on_python)
+    : root_(root),
+      on_python_(std::move(on_python)),
+      sym_(std::make_unique<symbols::Symbolizer>(root)),
+      thread_([this] { loop(); }) {}
 
 SymbolWorker::~SymbolWorker() {
   {
@@ -35,13 +49,72 @@ SymbolWorker::~SymbolWorker() {
   if (thread_.joinable()) thread_.join();
 }
 
-void SymbolWorker::sampled(uint32_t pid) {
+void SymbolWorker::sampled(uint32_t pid, const void* data, size_t len) {
+  st_cpu_sample r;
+  if (len < ST_CPU_SAMPLE_HDR_SIZE) return;
+  std::memcpy(&r, data, ST_CPU_SAMPLE_HDR_SIZE);
+  const size_t first = static_cast<size_t>(r.n_user) + r.n_kernel;
+  const size_t n = r.n_python <= ST_SAMPLE_MAX_PYTHON ? r.n_python : 0;
+  if ((first + n) * sizeof(uint64_t) + ST_CPU_SAMPLE_HDR_SIZE > len) return;
+  bool wake = false;
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (stop_ || !current_.insert(pid).second) return;
-    queue_.push_back(pid);
+    if (stop_) return;
+    if (current_.insert(pid).second) {
+      queue_.push_back({pid, 0});
+      wake = true;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      uint64_t code;
+      std::memcpy(&code, static_cast<const uint8_t*>(data) + ST_CPU_SAMPLE_HDR_SIZE + (first + i) * sizeof(uint64_t),
+                  sizeof(code));
+      if (asked_.size() >= kMaxPythonCodes || !asked_.insert({pid, code}).second) continue;
+      queue_.push_back({pid, code});
+      wake = true;
+    }
+  }
+  if (wake) cv_.notify_one();
+}
+
+void SymbolWorker::exec(uint32_t pid) {
+  {
+    // The new program's code objects may sit where the old one's did (a
+    // launcher that runs Python, then execs the job's interpreter).
+    std::lock_guard<std::mutex> l(mu_);
+    current_.erase(pid);
+    asked_.erase(asked_.lower_bound({pid, 0}), asked_.lower_bound({pid + 1, 0}));
+    queue_.push_back({pid, kForget});
   }
   cv_.notify_one();
+  if (on_python_) on_python_(pid, nullptr);  // a new program: walked again once found to be Python
+}
+
+void SymbolWorker::run(const Task& t) {
+  if (t.code == kForget) {
+    python_.erase(t.pid);
+    python_names_.erase(python_names_.lower_bound({t.pid, 0}), python_names_.lower_bound({t.pid + 1, 0}));
+    return;
+  }
+  if (t.code == 0) {
+    (void)sym_->snapshot(t.pid);  // a process gone already keeps no names (its frames show addresses)
+    auto py = symbols::find_python(root_, t.pid);
+    if (!py) {
+      python_.erase(t.pid);
+      return;
+    }
+    if (!py->layout.code_tag) py->layout.code_tag = 112;  // co_filename in 3.11 and 3.12
+    auto keep = std::make_shared<const symbols::PythonProcess>(std::move(*py));
+    if (on_python_) on_python_(t.pid, &keep->layout);
+    python_[t.pid] = std::move(keep);
+    return;
+  }
+  auto it = python_.find(t.pid);
+  if (it == python_.end()) return;
+  const symbols::PythonProcess& py = *it->second;
+  if (auto name = symbols::python_code_name(root_, t.pid, t.code & ST_PY_CODE_ADDR_MASK, py)) {
+    log::debug("python code {:#x} of {}: {}", t.code, t.pid, *name);
+    python_names_[{t.pid, t.code}] = *name;
+  }
 }
 
 void SymbolWorker::loop() {
@@ -49,10 +122,10 @@ void SymbolWorker::loop() {
   for (;;) {
     cv_.wait(l, [this] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, nothing left
-    const uint32_t pid = queue_.front();
+    const Task t = queue_.front();
     queue_.pop_front();
     l.unlock();
-    (void)sym_->snapshot(pid);  // a process gone already keeps no names (its frames show addresses)
+    run(t);
     l.lock();
   }
 }
@@ -65,6 +138,10 @@ size_t SymbolWorker::name_stacks(SampleStore& store) {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   size_t named = 0;
+  for (const auto& [key, name] : python_names_) {
+    store.set_name(key.first, key.second, name);
+    ++named;
+  }
   const auto stacks = store.stacks();  // a copy: set_name does not touch stacks, but keep it simple
   for (const auto& s : stacks) {
     // Past the leaf, each address is a return address: the call is the

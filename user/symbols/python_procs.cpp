@@ -119,8 +119,10 @@ Result<PyElf> read_py_elf(const std::string& path) {
   if (::fstat(h.fd, &st) != 0 || !S_ISREG(st.st_mode)) return make_error(path + ": not a regular file");
   h.elf = elf_begin(h.fd, ELF_C_READ_MMAP, nullptr);
   GElf_Ehdr ehdr;
-  if (!h.elf || elf_kind(h.elf) != ELF_K_ELF || !gelf_getehdr(h.elf, &ehdr)) return make_error(path + ": not an ELF file");
-  if (gelf_getclass(h.elf) != ELFCLASS64 || ehdr.e_machine != EM_X86_64) return make_error(path + ": not an x86_64 ELF file");
+  if (!h.elf || elf_kind(h.elf) != ELF_K_ELF || !gelf_getehdr(h.elf, &ehdr))
+    return make_error(path + ": not an ELF file");
+  if (gelf_getclass(h.elf) != ELFCLASS64 || ehdr.e_machine != EM_X86_64)
+    return make_error(path + ": not an x86_64 ELF file");
   PyElf out;
   out.exec = ehdr.e_type == ET_EXEC;
   size_t nph = 0;
@@ -256,7 +258,9 @@ std::optional<std::string> read_py_string(const ProcMem& mem, uint64_t addr, con
   if (n > 0 && !mem.read(data, raw.data(), raw.size())) return std::nullopt;
   std::string out;
   for (size_t i = 0; i < n; ++i) {
-    uint32_t cp = kind == 1 ? raw[i] : kind == 2 ? field<uint16_t>(raw.data(), 2 * i) : field<uint32_t>(raw.data(), 4 * i);
+    uint32_t cp = kind == 1   ? raw[i]
+                  : kind == 2 ? field<uint16_t>(raw.data(), 2 * i)
+                              : field<uint32_t>(raw.data(), 4 * i);
     size_t before = out.size();
     append_utf8(out, cp);
     if (out.size() > kMaxString) {
@@ -280,7 +284,8 @@ Result<PythonProcess> describe(const SysRoot& root, uint32_t pid, const MapEntry
   auto named = version_from_name(basename_of(m.path));
   if (!elf.version) {  // Py_Version is new in 3.11
     if (named) return unsupported(pid, named->first, named->second);
-    return make_error(who + ": " + m.path + " has _PyRuntime but no Py_Version: Python before 3.11 is not supported (3.11, 3.12)");
+    return make_error(who + ": " + m.path +
+                      " has _PyRuntime but no Py_Version: Python before 3.11 is not supported (3.11, 3.12)");
   }
   ProcMem mem(root, pid);
   if (!mem.ok()) return make_error(who + ": cannot open its memory: " + std::strerror(mem.open_errno()));
@@ -350,7 +355,8 @@ Result<PythonProcess> find_python(const SysRoot& root, uint32_t pid) {
     if (python_named(base) && !other_python) other_python = version_from_name(base);
   }
   if (other_python) return unsupported(pid, other_python->first, other_python->second);
-  if (!last_error.empty()) return make_error(who + ": not a Python process, as far as can be read (" + last_error + ")");
+  if (!last_error.empty())
+    return make_error(who + ": not a Python process, as far as can be read (" + last_error + ")");
   return make_error(who + ": not a Python process");
 }
 
