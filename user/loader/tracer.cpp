@@ -140,6 +140,9 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
   // The sampler is attached by hand to one perf event per CPU (attach_sampler).
   manual(skel_->progs.st_cpu_sample);
   if (!(sub & ST_SUB_SAMPLE) || settings_.sample_hz == 0) off(skel_->progs.st_cpu_sample);
+  if ((sub & ST_SUB_SAMPLE) && settings_.sample_hz == 0)
+    for (auto& t : tiers_)
+      if (t.collector == "sample") t.tier = "disabled (--sample-hz 0)";
   // Uprobe programs are attached by hand (attach_uprobe), never by the skeleton.
   bpf_program__set_autoattach(skel_->progs.st_uprobe_entry, false);
   bpf_program__set_autoattach(skel_->progs.st_uprobe_return, false);
