@@ -549,7 +549,7 @@ class Bench:
         if record:
             cmd = [self.steptrace, "record", "-o", record, *accel, *st_opts, "--json", rep, "--"]
         else:
-            cmd = [self.steptrace, "run", *accel, "--json", rep, "--"]
+            cmd = [self.steptrace, "run", *accel, *st_opts, "--json", rep, "--"]
         cmd += self.trainsim_cmd(compute_ms, steps, dev, truth)
         st = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         sampler = Sampler(st.pid)
@@ -574,6 +574,8 @@ class Bench:
         s["ring_mib"] = report["tracer"]["ring_mib"]
         s["steptrace_pid"] = st.pid
         s["tracer_steps"] = sum(len(r.get("steps", [])) for r in report.get("job", {}).get("ranks", []))
+        s["cpu_samples"] = report["events"].get("cpu_sample", {}).get("emitted", 0)
+        s["cpu_profile_samples"] = report.get("cpu_profile", {}).get("samples", 0)
         return s
 
     def b7(self):
@@ -607,6 +609,71 @@ class Bench:
                        f"{[t['tracer_steps'] for t in traced]}")
             out[f"{ms}ms"] = s
         self.results["B7"] = out
+
+    # -- B12: the stack sampler
+    def b12(self):
+        # What on-CPU stack samples cost the job: trainsim (host-bound: its
+        # main threads are on a CPU most of the step, so they take the most
+        # samples) traced with the sampler off and at its default 49 Hz, side
+        # by side; and the sampler program's own run time per run from the
+        # kernel's BPF stats, read while a run at a high rate is tracing.
+        if not os.access(self.trainsim, os.X_OK):
+            self.log(f"  B12 skipped: no {self.trainsim}")
+            return
+        ms = 10
+        steps = 6 if self.a.quick else max(12, int(1500 / (ms + 8)))
+
+        def traced(hz):
+            return lambda: self.trainsim_traced(ms, steps, st_opts=["--sample-hz", str(hz)])
+
+        pairs = self.ab(self.a.pairs_b7, traced(0), traced(49))
+        s = self.summarize(pairs, lambda r: r["mean_step_ms"])
+        s["samples_per_run"] = median([b["cpu_samples"] for _, b in pairs])
+        s["off_samples"] = max(a["cpu_samples"] for a, _ in pairs)
+        self.check("B12 --sample-hz 0 records no sample", s["off_samples"] == 0, f"{s['off_samples']}")
+        self.check("B12 49 Hz records samples", s["samples_per_run"] > 0, f"{s['samples_per_run']}")
+        # Per run of the program, at 999 Hz (every run of it, target or not:
+        # an idle CPU's tick runs it too and returns at the filter).
+        stats_path = "/proc/sys/kernel/bpf_stats_enabled"
+        before = read(stats_path, "0").strip() or "0"
+        best = {"run_time_ns": 0, "run_cnt": 0}
+        stop = threading.Event()
+
+        def poll():
+            while not stop.wait(0.3):
+                try:
+                    out = subprocess.run(["bpftool", "prog", "show", "--json"], capture_output=True, text=True,
+                                         timeout=30).stdout
+                    for p in json.loads(out or "[]"):
+                        if p.get("name") == "st_cpu_sample" and p.get("run_cnt", 0) > best["run_cnt"]:
+                            best.update(run_time_ns=p.get("run_time_ns", 0), run_cnt=p["run_cnt"])
+                except (OSError, ValueError, subprocess.SubprocessError):
+                    pass
+
+        try:
+            with open(stats_path, "w") as fh:
+                fh.write("1")
+        except OSError:
+            pass
+        th = threading.Thread(target=poll, daemon=True)
+        th.start()
+        try:
+            hi = self.trainsim_traced(ms, steps, st_opts=["--sample-hz", "999"])
+        finally:
+            stop.set()
+            th.join()
+            try:
+                with open(stats_path, "w") as fh:
+                    fh.write(before)
+            except OSError:
+                pass
+        s["hi_rate_samples"] = hi["cpu_samples"]
+        s["prog_runs"] = best["run_cnt"]
+        s["prog_ns_per_run"] = best["run_time_ns"] / best["run_cnt"] if best["run_cnt"] else None
+        # Runs that recorded a sample cost more than those that returned at the
+        # filter: the total over the records is an upper bound per sample.
+        s["prog_ns_per_sample_bound"] = best["run_time_ns"] / hi["cpu_samples"] if hi["cpu_samples"] else None
+        self.results["B12"] = s
 
     def b9(self):
         idle = self.idle_target()
@@ -751,6 +818,15 @@ def build_table(res, env, quick):
         per_run = ", ".join(f"{n} {v:.0f} ns" for n, v in s.get("prog_ns_per_run", {}).items())
         if per_run:
             row("B11", "per program run (kernel bpf_stats, non-target)", "", "", per_run, "", "", s["pairs"])
+    if "B12" in R:
+        s = R["B12"]
+        row("B12", "trainsim compute-bound 10 ms, traced: sampler off vs 49 Hz", f"{s['a_median']:.2f} ms/step",
+            f"{s['b_median']:.2f}", f"{s['diff_median']:+.3f} ms ({fmt_pct(s['slowdown_median'])})",
+            f"{s['samples_per_run']:.0f} samples/run", f"IQR {100 * s['slowdown_iqr']:.1f} pp", s["pairs"])
+        if s.get("prog_ns_per_run"):
+            row("B12", "st_cpu_sample per run at 999 Hz (kernel bpf_stats)", "", "",
+                f"{s['prog_ns_per_run']:.0f} ns/run ({s['prog_runs']} runs)",
+                f"≤ {s['prog_ns_per_sample_bound']:.0f} ns/sample ({s['hi_rate_samples']} samples)", "", 1)
     if "B5" in R:
         b = R["B5"]["base"]
         row("B5", "ring: 16 MiB / 10 ms, 1 generator", f"{b['gen_rate_per_s'] / 1e6:.2f} M ev/s offered",
@@ -863,7 +939,7 @@ def main():
     ap.add_argument("--build-dir", default=None)
     ap.add_argument("--out", default="/tmp/steptrace-bench.json", help="JSON results")
     ap.add_argument("--md", default=None, help="also write the tables as Markdown here")
-    ap.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,B9,B10,B11")
+    ap.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,B9,B10,B11,B12")
     ap.add_argument("--pairs", type=int, default=None, help="A/B pairs per micro benchmark (default 7)")
     ap.add_argument("--pairs-b7", type=int, default=None, help="A/B pairs per B7 point (default 6)")
     ap.add_argument("--compute-ms", default="1,10,100", help="B7 sweep")
@@ -893,7 +969,7 @@ def main():
     env = b.environment()
     steal0, tot0 = steal_and_total_ticks()
     errors = []
-    for bid in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B9", "B10", "B11"):
+    for bid in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B9", "B10", "B11", "B12"):
         if bid not in only:
             continue
         b.log(f"bench: {bid} ({time.monotonic() - t_start:.0f} s)")
