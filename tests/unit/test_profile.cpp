@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "capture/user_note.h"
+#include "export/flame_svg.h"
+#include "export/perfetto.h"
 #include "export/profile_view.h"
 #include "pipeline/pipeline.h"
 
@@ -142,4 +144,32 @@ TEST_CASE("profile: the pipeline keeps samples apart from the timeline and reads
   const uint64_t before = p.analysis().notes.malformed;
   p.push(broken.data(), broken.size());
   CHECK(p.analysis().notes.malformed == before + 1);
+}
+
+TEST_CASE("profile: the flame graph escapes names and the trace has an instant per sample", "[profile]") {
+  SessionReport r;
+  SampleStore& s = r.analysis.samples;
+  auto a = sample_record(10, 11, 2'000'000, {0x1010, 0x1020}, {});
+  REQUIRE(s.on_record(a.data(), a.size()));
+  s.set_name(10, 0x1010, "f.<locals>.<genexpr> (a&b.py:9)");
+  s.set_name(10, 0x1020, "main");
+  r.job.profile.samples = {{2'000'000, s.samples()[0].stack, Category::data_loading, SampleRole::loader, 0}};
+  auto named = named_stacks(r);
+  const std::string svg = flame_svg(named, Category::data_loading, SampleRole::loader);
+  CHECK(svg.find("<svg") == 0);
+  CHECK(svg.find("f.&lt;locals&gt;.&lt;genexpr&gt; (a&amp;b.py:9)") != std::string::npos);
+  CHECK(svg.find("<genexpr>") == std::string::npos);
+  CHECK(flame_svg(named, Category::host_overhead, SampleRole::main).empty());
+  CHECK(profile_html(r, named).find("In which code") != std::string::npos);
+  const auto trace = perfetto_trace(r);
+  bool instant = false;
+  for (const auto& e : trace["traceEvents"])
+    if (e.value("cat", "") == "cpu_sample") {
+      instant = true;
+      CHECK(e["tid"] == 11);
+      CHECK(e["name"] == "f.<locals>.<genexpr> (a&b.py:9)");
+      CHECK(e["args"]["category"] == "data_loading");
+      CHECK(e["args"]["stack"] == "main;f.<locals>.<genexpr> (a&b.py:9)");
+    }
+  CHECK(instant);
 }
