@@ -18,6 +18,7 @@
 
 #include "symbols/elf_symbols.h"
 #include "symbols/proc_maps.h"
+#include "symbols/symbolizer.h"
 
 namespace steptrace::symbols {
 namespace {
@@ -155,24 +156,6 @@ std::optional<uint64_t> load_bias(const PyElf& elf, const MapEntry& m) {
       if (m.pgoff < off_page || m.pgoff >= s.offset + std::max<uint64_t>(s.filesz, 1)) continue;
       return m.start - (vaddr_page + (m.pgoff - off_page));
     }
-  }
-  return std::nullopt;
-}
-
-// The mapped file: /proc/PID/map_files (the very file, needs CAP_SYS_ADMIN),
-// else /proc/PID/root/<path> when that is still the mapped inode.
-std::optional<std::string> mapped_file(const SysRoot& root, uint32_t pid, const MapEntry& m) {
-  std::string dir = proc_dir(root, pid);
-  char range[48];
-  std::snprintf(range, sizeof(range), "%llx-%llx", static_cast<unsigned long long>(m.start),
-                static_cast<unsigned long long>(m.end));
-  std::vector<std::string> candidates{dir + "/map_files/" + range};
-  if (!m.deleted) candidates.push_back(dir + "/root" + m.path);
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    struct stat st {};
-    if (::stat(candidates[i].c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (i > 0 && m.inode != 0 && st.st_ino != m.inode) continue;  // another file has that name now
-    return candidates[i];
   }
   return std::nullopt;
 }
@@ -341,7 +324,7 @@ Result<PythonProcess> find_python(const SysRoot& root, uint32_t pid) {
     std::string base = basename_of(m.path);
     bool is_exe = exe_inode != 0 && m.inode == exe_inode;
     if (!is_exe && !python_named(base)) continue;
-    auto file = mapped_file(root, pid, m);
+    auto file = mapped_file_path(root, pid, m);
     if (!file) {
       last_error = m.path + ": cannot open it through " + dir;
       continue;

@@ -79,30 +79,34 @@ Status Symbolizer::snapshot(uint32_t pid) {
   return Ok{};
 }
 
-// The mapped file through /proc/PID/map_files (the very file mapped, even
-// deleted or in another mount namespace; needs CAP_SYS_ADMIN), else through
-// /proc/PID/root when the file there is still the mapped inode.
-std::shared_ptr<const ElfSymbols> Symbolizer::load_file(uint32_t pid, const MapEntry& m) {
-  std::string dir = root_.proc() + "/" + std::to_string(pid);
+std::optional<std::string> mapped_file_path(const SysRoot& root, uint32_t pid, const MapEntry& m, struct stat* out) {
+  const std::string dir = root.proc() + "/" + std::to_string(pid);
   char range[48];
   std::snprintf(range, sizeof(range), "%llx-%llx", static_cast<unsigned long long>(m.start),
                 static_cast<unsigned long long>(m.end));
   std::vector<std::string> candidates{dir + "/map_files/" + range};
   if (!m.deleted) candidates.push_back(dir + "/root" + m.path);
   for (size_t i = 0; i < candidates.size(); ++i) {
-    const std::string& path = candidates[i];
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (::stat(candidates[i].c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     if (i > 0 && m.inode != 0 && st.st_ino != m.inode) continue;  // another file now has that name
-    std::string identity = file_identity(st);
-    if (auto it = by_identity_.find(identity); it != by_identity_.end()) return it->second;
-    auto r = ElfSymbols::load(path);
-    std::shared_ptr<const ElfSymbols> elf;
-    if (r) elf = intern(std::make_shared<const ElfSymbols>(std::move(*r)), identity);
-    by_identity_[identity] = elf;  // a failure too: not retried until the file changes
-    return elf;
+    if (out) *out = st;
+    return candidates[i];
   }
-  return nullptr;
+  return std::nullopt;
+}
+
+std::shared_ptr<const ElfSymbols> Symbolizer::load_file(uint32_t pid, const MapEntry& m) {
+  struct stat st {};
+  const auto path = mapped_file_path(root_, pid, m, &st);
+  if (!path) return nullptr;
+  std::string identity = file_identity(st);
+  if (auto it = by_identity_.find(identity); it != by_identity_.end()) return it->second;
+  auto r = ElfSymbols::load(*path);
+  std::shared_ptr<const ElfSymbols> elf;
+  if (r) elf = intern(std::make_shared<const ElfSymbols>(std::move(*r)), identity);
+  by_identity_[identity] = elf;  // a failure too: not retried until the file changes
+  return elf;
 }
 
 // The vDSO is in no file: read its ELF image from the process's memory.

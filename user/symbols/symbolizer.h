@@ -5,8 +5,11 @@
 // kptr_restrict) degrades to "module+0xoffset" or "[unknown]".
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -18,6 +21,13 @@
 #include "util/sys_root.h"
 
 namespace steptrace::symbols {
+
+// The file a mapping maps, as a path steptrace can open: /proc/PID/map_files
+// (the very file, even deleted or in another mount namespace; needs
+// CAP_SYS_ADMIN), else /proc/PID/root/<path> while that is still the mapped
+// inode. `st` (when given) gets its stat.
+std::optional<std::string> mapped_file_path(const SysRoot& root, uint32_t pid, const MapEntry& m,
+                                            struct stat* st = nullptr);
 
 struct Frame {
   std::string function;  // demangled name, empty if not resolved
