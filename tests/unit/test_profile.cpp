@@ -115,8 +115,10 @@ TEST_CASE("profile: stacks are named root first, merged across processes, and fo
   CHECK(folded.find("host_overhead;main thread;main;leaf_fn;do_syscall_64_[k] 2\n") != std::string::npos);
   CHECK(folded.find("data_loading;data loader;0x1030 3\n") != std::string::npos);
   auto top = top_functions(named, Category::host_overhead, SampleRole::main, 5);
-  // Every sample holds main and leaf_fn: nothing else is there, so they stay.
-  REQUIRE_FALSE(top.empty());
+  // main only calls leaf_fn, which only enters the kernel: the chain ends
+  // at the deepest frame, which has every sample.
+  REQUIRE(top.size() == 1);
+  CHECK(top[0].function == "do_syscall_64_[k]");
   CHECK(top[0].share == Approx(1.0));
   auto j = profile_json(r, named);
   CHECK(j["samples"] == 5);
@@ -172,4 +174,20 @@ TEST_CASE("profile: the flame graph escapes names and the trace has an instant p
       CHECK(e["args"]["stack"] == "main;f.<locals>.<genexpr> (a&b.py:9)");
     }
   CHECK(instant);
+}
+
+TEST_CASE("profile: top functions skip pass-through frames and keep the callers that tell a shared callee apart",
+          "[profile]") {
+  std::vector<NamedStack> st{
+      {Category::host_overhead, SampleRole::main, {"main", "loop", "phase_a", "kernel_fn"}, 60},
+      {Category::host_overhead, SampleRole::main, {"main", "loop", "phase_b", "kernel_fn"}, 35},
+      {Category::host_overhead, SampleRole::main, {"main", "loop"}, 5}};
+  auto top = top_functions(st, Category::host_overhead, SampleRole::main, 10);
+  std::vector<std::string> names;
+  for (const auto& f : top) names.push_back(f.function);
+  // main hands everything to loop, which runs for nobody else: left out.
+  // loop splits its time (and runs itself): kept; phase_a and phase_b share
+  // kernel_fn: kept.
+  CHECK(names == std::vector<std::string>{"loop", "kernel_fn", "phase_a", "phase_b"});
+  CHECK(top[2].share == Approx(0.60));
 }

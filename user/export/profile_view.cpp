@@ -112,27 +112,37 @@ uint64_t total_of(const std::vector<NamedStack>& stacks) {
 std::vector<FunctionShare> top_functions(const std::vector<NamedStack>& stacks, Category c, SampleRole role,
                                          size_t limit) {
   std::map<std::string, uint64_t> incl;
+  std::map<std::string, std::map<std::string, uint64_t>> next;  // function -> what it runs next (callee or itself)
   uint64_t total = 0;
   for (const auto& s : stacks) {
     if (s.category != c || s.role != role) continue;
     total += s.samples;
     std::set<std::string_view> seen;  // a recursive function counts once per sample
-    for (const auto& f : s.frames)
-      if (!f.empty() && f[0] != '[' && seen.insert(f).second) incl[f] += s.samples;
+    for (size_t i = 0; i < s.frames.size(); ++i) {
+      const std::string& f = s.frames[i];
+      if (f.empty() || f[0] == '[' || !seen.insert(f).second) continue;
+      incl[f] += s.samples;
+      next[f][i + 1 < s.frames.size() ? s.frames[i + 1] : std::string()] += s.samples;
+    }
   }
   std::vector<FunctionShare> out;
-  for (const auto& [f, n] : incl) out.push_back({f, n, total ? static_cast<double>(n) / static_cast<double>(total) : 0});
+  for (const auto& [f, n] : incl) {
+    // A frame that hands nearly all its time to one callee that runs for
+    // nobody else (main, a thread's entry, a wrapper) says nothing its callee
+    // does not: left out. One that shares its callee with others (two named
+    // phases calling one kernel) is what tells them apart: kept.
+    uint64_t most = 0;
+    std::string callee;
+    for (const auto& [g, k] : next[f])
+      if (k > most) most = k, callee = g;
+    if (!callee.empty() && most * 100 >= n * 95 && incl[callee] * 100 <= n * 105) continue;
+    out.push_back({f, n, total ? static_cast<double>(n) / static_cast<double>(total) : 0});
+  }
   std::stable_sort(out.begin(), out.end(), [](const FunctionShare& a, const FunctionShare& b) {
     return a.samples > b.samples;
   });
-  // Frames under every sample of the group (main, _start, the thread's entry)
-  // say nothing about where the time went: left out unless nothing else is there.
-  std::vector<FunctionShare> kept;
-  for (const auto& f : out)
-    if (f.share < 0.995) kept.push_back(f);
-  if (kept.empty()) kept = out;
-  if (kept.size() > limit) kept.resize(limit);
-  return kept;
+  if (out.size() > limit) out.resize(limit);
+  return out;
 }
 
 nlohmann::json profile_json(const SessionReport& r, const std::vector<NamedStack>& stacks) {

@@ -42,7 +42,8 @@ nlohmann::json profile_json(const SessionReport& r, const std::vector<NamedStack
 // The terminal report's section ("" when there are no samples).
 std::string profile_text(const SessionReport& r, const std::vector<NamedStack>& stacks);
 
-// A functions' inclusive share of one group: samples whose stack holds it.
+// A function's inclusive share of one group: samples whose stack holds it.
+// Frames that pass nearly all their time to one callee are left out.
 struct FunctionShare {
   std::string function;
   uint64_t samples = 0;
