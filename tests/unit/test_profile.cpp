@@ -40,7 +40,7 @@ std::vector<uint8_t> sample_record(uint32_t pid, uint32_t tid, uint64_t ts, std:
 
 }  // namespace
 
-TEST_CASE("profile: a sample record decodes to its stack; malformed ones are refused", "[profile]") {
+TEST_CASE("profile: a sample record decodes to its stack, malformed ones are refused", "[profile]") {
   auto b = sample_record(10, 11, 5000, {0x401000, 0x402000}, {0xffffffff81000000ull});
   auto d = decode_cpu_sample(b.data(), b.size());
   REQUIRE(d);

@@ -57,7 +57,7 @@ void classify_main(const SampleStore& store, const RankPaints& rp, int32_t rank,
                    std::vector<bool>& done) {
   const auto& v = store.samples();
   for (size_t k = 0; k < rp.steps.size(); ++k) {
-    const auto [ws, we] = rp.steps[k];
+    const uint64_t ws = rp.steps[k].first, we = rp.steps[k].second;
     auto it = std::partition_point(v.begin(), v.end(), [ws](const CpuSample& s) { return s.ts < ws; });
     for (; it != v.end() && it->ts < we; ++it) {
       const size_t i = static_cast<size_t>(it - v.begin());

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "session/symbol_worker.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "symbols/python_procs.h"
@@ -118,6 +121,10 @@ void SymbolWorker::run(const Task& t) {
 }
 
 void SymbolWorker::loop() {
+  // Reading a map and a library's symbols (libc's debug file, libtorch) is
+  // CPU the traced job may need: this thread yields to it (nice 19, this
+  // thread only), and still gets a share on a machine the job keeps busy.
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
   std::unique_lock<std::mutex> l(mu_);
   for (;;) {
     cv_.wait(l, [this] { return stop_ || !queue_.empty(); });
