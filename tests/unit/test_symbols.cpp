@@ -251,6 +251,23 @@ TEST_CASE("symbols: resolve user IPs of this process", "[symbols]") {
   CHECK(sym.cached_files() == cached);
 }
 
+TEST_CASE("symbols: a deferred snapshot names nothing until its files are loaded", "[symbols]") {
+  Symbolizer sym;
+  sym.set_deferred(true);
+  uint32_t pid = static_cast<uint32_t>(getpid());
+  REQUIRE(sym.snapshot(pid).ok());
+  CHECK(sym.cached_files() <= 1);  // only the map was read and the files opened (the vDSO is read at once)
+  const uint64_t ip = addr_of(reinterpret_cast<const void*>(&steptrace_symbols_test_marker)) + 2;
+  Frame f = sym.resolve_user(pid, ip);
+  CHECK_FALSE(f.resolved());
+  CHECK_FALSE(f.module.empty());  // the module is known already
+  sym.load_deferred();
+  CHECK(sym.cached_files() >= 2);
+  f = sym.resolve_user(pid, ip);
+  CHECK(f.function == "steptrace_symbols_test_marker");
+  CHECK(f.offset == 2);
+}
+
 TEST_CASE("symbols: a pid that is gone is an error", "[symbols]") {
   Symbolizer sym;
   uint32_t gone = 0x3fffffff;  // above any pid_max

@@ -40,7 +40,13 @@ constexpr uint64_t kForget = ~0ull;  // a Task: the process exec'd
 SymbolWorker::SymbolWorker(const SysRoot& root, PythonHook on_python)
     : root_(root),
       on_python_(std::move(on_python)),
-      sym_(std::make_unique<symbols::Symbolizer>(root)),
+      sym_([&root] {
+        // Only the maps (and the files opened) while the job runs: the
+        // symbols are read once tracing ends (name_stacks).
+        auto s = std::make_unique<symbols::Symbolizer>(root);
+        s->set_deferred(true);
+        return s;
+      }()),
       thread_([this] { loop(); }) {}
 
 SymbolWorker::~SymbolWorker() {
@@ -144,6 +150,7 @@ size_t SymbolWorker::name_stacks(SampleStore& store) {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  sym_->load_deferred();
   size_t named = 0;
   for (const auto& [key, name] : python_names_) {
     store.set_name(key.first, key.second, name);

@@ -63,14 +63,35 @@ std::string Frame::display() const {
 
 Symbolizer::Symbolizer(SysRoot root) : root_(std::move(root)) {}
 
+Symbolizer::~Symbolizer() {
+  for (const auto& [identity, fd] : pending_) ::close(fd);
+}
+
+void Symbolizer::load_deferred() {
+  for (const auto& [identity, fd] : pending_) {
+    auto r = ElfSymbols::load("/proc/self/fd/" + std::to_string(fd));
+    std::shared_ptr<const ElfSymbols> elf;
+    if (r) elf = intern(std::make_shared<const ElfSymbols>(std::move(*r)), identity);
+    by_identity_[identity] = elf;
+    ::close(fd);
+  }
+  pending_.clear();
+  for (auto& [pid, maps] : procs_)
+    for (auto& m : maps)
+      if (!m.elf && !m.identity.empty()) {
+        if (auto it = by_identity_.find(m.identity); it != by_identity_.end()) m.elf = it->second;
+        m.identity.clear();
+      }
+}
+
 Status Symbolizer::snapshot(uint32_t pid) {
   std::string maps_path = root_.proc() + "/" + std::to_string(pid) + "/maps";
   auto text = read_small_file(maps_path, kMapsLimit);
   if (!text) return make_error("process " + std::to_string(pid) + " is gone (cannot read " + maps_path + ")");
   std::vector<Mapping> maps;
   for (const MapEntry& m : parse_proc_maps(*text)) {
-    Mapping out{m.start, m.end, m.pgoff, module_name(m), nullptr};
-    if (m.is_file()) out.elf = load_file(pid, m);
+    Mapping out{m.start, m.end, m.pgoff, module_name(m), nullptr, {}};
+    if (m.is_file()) out.elf = load_file(pid, m, &out.identity);
     else if (m.path == "[vdso]") out.elf = load_vdso(pid, m);
     maps.push_back(std::move(out));
   }
@@ -96,12 +117,27 @@ std::optional<std::string> mapped_file_path(const SysRoot& root, uint32_t pid, c
   return std::nullopt;
 }
 
-std::shared_ptr<const ElfSymbols> Symbolizer::load_file(uint32_t pid, const MapEntry& m) {
+std::shared_ptr<const ElfSymbols> Symbolizer::load_file(uint32_t pid, const MapEntry& m,
+                                                        std::string* pending_identity) {
+  // Descriptors kept open for deferred files, at most (past it, files load at once).
+  constexpr size_t kMaxPending = 512;
   struct stat st {};
   const auto path = mapped_file_path(root_, pid, m, &st);
   if (!path) return nullptr;
   std::string identity = file_identity(st);
   if (auto it = by_identity_.find(identity); it != by_identity_.end()) return it->second;
+  if (deferred_ && pending_.count(identity)) {
+    *pending_identity = identity;
+    return nullptr;
+  }
+  if (deferred_ && pending_.size() < kMaxPending) {
+    const int fd = ::open(path->c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      pending_[identity] = fd;
+      *pending_identity = identity;
+      return nullptr;
+    }
+  }
   auto r = ElfSymbols::load(*path);
   std::shared_ptr<const ElfSymbols> elf;
   if (r) elf = intern(std::make_shared<const ElfSymbols>(std::move(*r)), identity);

@@ -47,6 +47,16 @@ struct Frame {
 class Symbolizer {
  public:
   explicit Symbolizer(SysRoot root = SysRoot());  // proc root configurable for tests
+  ~Symbolizer();
+  Symbolizer(const Symbolizer&) = delete;
+  Symbolizer& operator=(const Symbolizer&) = delete;
+
+  // Deferred: a snapshot only reads the map and opens each new file (kept
+  // open, so it can still be read once the process is gone); the symbols are
+  // read by load_deferred(). A live session defers, so that reading a
+  // library's symbols never takes CPU from the job it traces.
+  void set_deferred(bool on) { deferred_ = on; }
+  void load_deferred();
 
   // Snapshot pid's executable mappings now (the process may exit later) and
   // load each mapped file's symbols into a cache shared by all processes,
@@ -67,7 +77,8 @@ class Symbolizer {
   struct Mapping {
     uint64_t start = 0, end = 0, pgoff = 0;
     std::string module;
-    std::shared_ptr<const ElfSymbols> elf;  // null when unreadable
+    std::shared_ptr<const ElfSymbols> elf;  // null when unreadable (or not loaded yet)
+    std::string identity;                   // the file's, while its symbols wait in pending_
   };
   struct KernelSym {
     uint64_t addr = 0;
@@ -75,7 +86,7 @@ class Symbolizer {
     std::string_view module;  // "" for the kernel image
   };
 
-  std::shared_ptr<const ElfSymbols> load_file(uint32_t pid, const MapEntry& m);
+  std::shared_ptr<const ElfSymbols> load_file(uint32_t pid, const MapEntry& m, std::string* pending_identity);
   std::shared_ptr<const ElfSymbols> load_vdso(uint32_t pid, const MapEntry& m);
   std::shared_ptr<const ElfSymbols> intern(std::shared_ptr<const ElfSymbols> elf, const std::string& identity);
   void load_kallsyms() const;
@@ -86,6 +97,8 @@ class Symbolizer {
   std::map<std::string, std::shared_ptr<const ElfSymbols>> files_;
   // File identity -> its entry in files_ (null: a file that failed to load).
   std::map<std::string, std::shared_ptr<const ElfSymbols>> by_identity_;
+  bool deferred_ = false;
+  std::map<std::string, int> pending_;  // file identity -> an open descriptor, symbols not read yet
 
   mutable bool kallsyms_loaded_ = false;
   mutable std::unique_ptr<const std::string> kallsyms_text_;  // stable under moves
