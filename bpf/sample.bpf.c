@@ -13,11 +13,19 @@
  */
 #include "common.bpf.h"
 
+/* The record being built, and the kernel stack apart: it is copied in
+ * behind the user frames by index (a bpf_get_stack into &ips[n_user], a
+ * variable offset, is refused by 6.1's verifier). */
+struct st_sample_scratch {
+	struct st_cpu_sample rec;
+	__u64 kips[ST_SAMPLE_MAX_KERNEL];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct st_cpu_sample);
+	__type(value, struct st_sample_scratch);
 } st_sample_scratch SEC(".maps") __weak;
 
 /* CPython processes whose frames are walked, by tgid (struct st_py_proc). */
@@ -52,6 +60,7 @@ struct st_py_walk {
 static long st_py_step(__u32 i, void *ctx)
 {
 	struct st_py_walk *w = ctx;
+	struct st_sample_scratch *sc;
 	struct st_cpu_sample *r;
 	__u32 zero = 0;
 	__u64 code;
@@ -67,9 +76,10 @@ static long st_py_step(__u32 i, void *ctx)
 			return 1;
 		}
 		code = st_read_ptr(w->frame + w->py->frame_code);
-		r = bpf_map_lookup_elem(&st_sample_scratch, &zero);
-		if (!r)
+		sc = bpf_map_lookup_elem(&st_sample_scratch, &zero);
+		if (!sc)
 			return 1;
+		r = &sc->rec;
 		if (code && w->py->code_tag) {
 			__u64 names[3] = {}, h;
 
@@ -126,7 +136,8 @@ int st_cpu_sample(struct bpf_perf_event_data *ctx)
 	struct st_cpu_sample *r;
 	struct st_stats *s;
 	__u64 id, size;
-	__u32 zero = 0, nu, nk, npy = 0;
+	__u32 zero = 0, nu, nk, npy = 0, i;
+	struct st_sample_scratch *sc;
 	struct st_py_proc *py;
 	long got;
 
@@ -135,18 +146,24 @@ int st_cpu_sample(struct bpf_perf_event_data *ctx)
 	id = bpf_get_current_pid_tgid();
 	if ((__u32)id == 0 || !st_current_is_target())
 		return 0;
-	r = bpf_map_lookup_elem(&st_sample_scratch, &zero);
-	if (!r)
+	sc = bpf_map_lookup_elem(&st_sample_scratch, &zero);
+	if (!sc)
 		return 0;
+	r = &sc->rec;
 	got = bpf_get_stack(ctx, r->ips, ST_SAMPLE_MAX_USER * sizeof(__u64), BPF_F_USER_STACK);
 	nu = got > 0 ? (__u32)got / sizeof(__u64) : 0;
 	if (nu > ST_SAMPLE_MAX_USER)
 		nu = ST_SAMPLE_MAX_USER;
 	r->flags = nu == ST_SAMPLE_MAX_USER ? ST_SAMPLE_USER_TRUNCATED : 0;
-	got = bpf_get_stack(ctx, &r->ips[nu], ST_SAMPLE_MAX_KERNEL * sizeof(__u64), 0);
+	got = bpf_get_stack(ctx, sc->kips, ST_SAMPLE_MAX_KERNEL * sizeof(__u64), 0);
 	nk = got > 0 ? (__u32)got / sizeof(__u64) : 0;
 	if (nk > ST_SAMPLE_MAX_KERNEL)
 		nk = ST_SAMPLE_MAX_KERNEL;
+	for (i = 0; i < ST_SAMPLE_MAX_KERNEL; i++) {
+		if (i >= nk)
+			break;
+		r->ips[(nu + i) & (ST_SAMPLE_SLOTS - 1)] = sc->kips[i];
+	}
 	py = bpf_map_lookup_elem(&st_py_procs, &(__u32){id >> 32});
 	if (py)
 		npy = st_python_frames(py, r, nu + nk);
