@@ -150,15 +150,18 @@ int st_cpu_sample(struct bpf_perf_event_data *ctx)
 	if (!sc)
 		return 0;
 	r = &sc->rec;
+	/* Counts are masked, not clamped: the helpers never return more than
+	 * the size given, and 6.1's verifier lost the bounds of a clamped count
+	 * (an empty range, then "invalid mem access" at the first use). */
+	nu = 0;
 	got = bpf_get_stack(ctx, r->ips, ST_SAMPLE_MAX_USER * sizeof(__u64), BPF_F_USER_STACK);
-	nu = got > 0 ? (__u32)got / sizeof(__u64) : 0;
-	if (nu > ST_SAMPLE_MAX_USER)
-		nu = ST_SAMPLE_MAX_USER;
+	if (got > 0)
+		nu = ((__u32)got >> 3) & (ST_SAMPLE_SLOTS - 1);
 	r->flags = nu == ST_SAMPLE_MAX_USER ? ST_SAMPLE_USER_TRUNCATED : 0;
+	nk = 0;
 	got = bpf_get_stack(ctx, sc->kips, ST_SAMPLE_MAX_KERNEL * sizeof(__u64), 0);
-	nk = got > 0 ? (__u32)got / sizeof(__u64) : 0;
-	if (nk > ST_SAMPLE_MAX_KERNEL)
-		nk = ST_SAMPLE_MAX_KERNEL;
+	if (got > 0)
+		nk = ((__u32)got >> 3) & (ST_SAMPLE_SLOTS - 1);
 	for (i = 0; i < ST_SAMPLE_MAX_KERNEL; i++) {
 		if (i >= nk)
 			break;
