@@ -119,8 +119,8 @@ std::optional<std::string> mapped_file_path(const SysRoot& root, uint32_t pid, c
 
 std::shared_ptr<const ElfSymbols> Symbolizer::load_file(uint32_t pid, const MapEntry& m,
                                                         std::string* pending_identity) {
-  // Descriptors kept open for deferred files, at most (past it, files load at once).
-  constexpr size_t kMaxPending = 512;
+  // Descriptors kept open for deferred files, at most (past it, files load at once):
+  constexpr size_t kMaxPending = 256;  // beside a perf event per CPU (192 on trn2) under the usual 1024
   struct stat st {};
   const auto path = mapped_file_path(root_, pid, m, &st);
   if (!path) return nullptr;
