@@ -39,12 +39,21 @@ TEST_CASE("steps: the step marker cuts exact steps, time splits into on-CPU and 
     double dur = static_cast<double>(st.duration()) / 1e6;
     CHECK(dur > 29.0);
     CHECK(dur < 60.0);
-    // 20 ms asleep shows as other (no known waker), 10 ms spinning as host overhead or contention.
+    // 20 ms asleep shows as other (no known waker); the 10 ms spin (wall
+    // clock, whole ms) as host overhead while on a CPU and as contention
+    // while preempted. The wake-up from the sleep waits for a CPU too: on a
+    // busy machine that is contention, not sleep, so only the on-CPU part has
+    // an upper bound here (CI once saw 14-24 ms of host + contention right
+    // after heavy tests; on a quiet machine the sum is ~10 ms).
     double other = static_cast<double>(st.ns[static_cast<size_t>(Category::other)]) / 1e6;
-    double cpu = static_cast<double>(st.ns[static_cast<size_t>(Category::host_overhead)] +
-                                     st.ns[static_cast<size_t>(Category::cpu_contention)]) / 1e6;
+    double host = static_cast<double>(st.ns[static_cast<size_t>(Category::host_overhead)]) / 1e6;
+    double cpu = host + static_cast<double>(st.ns[static_cast<size_t>(Category::cpu_contention)]) / 1e6;
+    INFO("step " << st.index << ": " << dur << " ms, other " << other << ", host " << host << ", host+contention " << cpu);
     CHECK(other == Approx(20.0).margin(3.0));
-    CHECK(cpu == Approx(10.0).margin(4.0));
+    CHECK(host <= 11.5);
+    CHECK(host >= 2.0);
+    CHECK(cpu >= 9.5);
+    CHECK(cpu <= dur - other + 0.5);
   }
 }
 

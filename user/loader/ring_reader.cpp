@@ -33,7 +33,15 @@ RingReader::~RingReader() { ring_buffer__free(rb_); }
 
 int RingReader::on_record(void* ctx, void* data, size_t len) {
   auto* self = static_cast<RingReader*>(ctx);
-  self->fn_(data, len);
+  if (std::vector<uint8_t>* into = self->divert_) {
+    const auto n = static_cast<uint32_t>(len);
+    const size_t at = into->size();
+    into->resize(at + sizeof(uint64_t) + ((len + 7) & ~size_t{7}));
+    std::memcpy(into->data() + at, &n, sizeof(n));
+    std::memcpy(into->data() + at + sizeof(uint64_t), data, len);
+  } else {
+    self->fn_(data, len);
+  }
   return ++self->count_ >= self->limit_ ? kBoundReached : 0;
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "util/result.h"
 
@@ -35,12 +36,17 @@ class RingReader {
   bool more() const { return more_; }
   size_t limit() const { return limit_; }
   void set_limit(size_t records) { limit_ = records > 0 ? records : 1; }  // tests shrink the bound
+  // While set, drain() appends each record to `into` (a u32 length, then its
+  // bytes, padded to 8) instead of calling back: RingKeeper empties the ring
+  // from another thread while the callback's consumer is busy.
+  void divert(std::vector<uint8_t>* into) { divert_ = into; }
 
  private:
   RingReader() = default;
   static int on_record(void* ctx, void* data, size_t len);
   ring_buffer* rb_ = nullptr;
   RecordFn fn_;
+  std::vector<uint8_t>* divert_ = nullptr;
   size_t count_ = 0;
   size_t limit_ = 0;
   bool more_ = false;

@@ -61,10 +61,12 @@ void Pipeline::maybe_fold() {
   }
   if (!due && !over) return;
   last_fold_ts_ = now;
+  if (fold_guard_) fold_guard_(true);
   if (const uint64_t keep_from = analysis_.fold(now)) {
     ++folds_;
     if (fold_observer_) fold_observer_(keep_from);
   }
+  if (fold_guard_) fold_guard_(false);
   if (!over) return;
   ++cap_hits_;
   if (analysis_.memory_bytes() > policy_.max_memory_bytes) {

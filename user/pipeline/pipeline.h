@@ -40,6 +40,9 @@ class Pipeline {
   // Told after each fold the time before which the analysis forgot its
   // timeline (the session trims the device samples it keeps to match).
   void set_fold_observer(std::function<void(uint64_t keep_from)> fn) { fold_observer_ = std::move(fn); }
+  // Told before a fold (true) and after it and its observer (false): the
+  // session keeps the kernel ring drained from another thread meanwhile.
+  void set_fold_guard(std::function<void(bool folding)> fn) { fold_guard_ = std::move(fn); }
 
   // One record from the ring buffer or a capture file.
   void push(const void* data, size_t len);
@@ -88,6 +91,7 @@ class Pipeline {
   Analysis analysis_;
   RecordObserver observer_;
   std::function<void(uint64_t)> fold_observer_;
+  std::function<void(bool)> fold_guard_;
   uint64_t records_ = 0, notes_ = 0, window_records_ = 0, late_base_ = 0, newest_ts_ = 0;
   DecodeStats decode_base_{};
 };

@@ -198,6 +198,14 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
                                    [sp = s.get()](const void* d, size_t n) { sp->on_record(d, n); });
   if (!reader) return reader.error();
   s->reader_ = std::move(*reader);
+  // Up to four rings' worth kept in memory while a fold holds the drain thread.
+  s->keeper_ = std::make_unique<RingKeeper>(*s->reader_, ts.ring_bytes, 4 * ts.ring_bytes, o.drain_ms);
+  s->pipe_.set_fold_guard([sp = s.get()](bool folding) {
+    if (folding)
+      sp->keeper_->hold();
+    else
+      sp->keeper_->release();
+  });
   if (auto w = DrainWait::create(s->tracer_->ring_map_fd(), o.drain_ms, kIdleDrainMs); w) {
     s->wait_ = std::move(*w);
     // Device files not there yet wake the sleep when they appear: ioctls on
@@ -336,6 +344,10 @@ Status Session::poll() {
   if (!n) return n.error();
   last_drained_ = *n;
   pipe_.advance();
+  // Records the keeper drained while a fold ran: after those of this drain
+  // (ring order), delivered by the next advance.
+  if (const size_t kept = keeper_->replay([this](const void* d, size_t len) { on_record(d, len); }))
+    last_drained_ += kept;
   if (!scan_.empty()) scan_for_libs();
   if (signals_) {
     std::vector<uint32_t> pids;
@@ -392,6 +404,9 @@ Result<SessionReport> Session::finish() {
   report_.decode = pipe_.decode_stats();
   report_.late_records = pipe_.late();
   report_.windows = pipe_.window_stats();
+  const RingKeeperStats& ks = keeper_->stats();
+  log::debug("ring kept during {} folds: {} records, at most {} bytes at once, longest fold {:.0f} ms, {} drains skipped at the cap",
+             ks.holds, ks.records, ks.peak_bytes, ks.longest_hold_ns / 1e6, ks.full);
   auto drops = tracer_->read_stats();
   if (!drops) return drops.error();
   report_.drops = *drops;

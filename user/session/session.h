@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "capture/capture_file.h"
+#include "loader/ring_keeper.h"
 #include "loader/ring_reader.h"
 #include "cli/options.h"
 #include "loader/dev_files.h"
@@ -105,6 +106,7 @@ class Session {
   KernelFeatures features_;
   std::unique_ptr<BpfTracer> tracer_;
   std::unique_ptr<RingReader> reader_;
+  std::unique_ptr<RingKeeper> keeper_;  // drains reader_ while a fold holds the drain thread (after reader_: gone first)
   std::unique_ptr<DrainWait> wait_;  // the sleep between drains (null: plain timer)
   size_t last_drained_ = 0;          // records the last drain consumed
   bool watching_devs_ = false;       // wait_ watches for named device files

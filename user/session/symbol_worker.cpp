@@ -65,36 +65,42 @@ void SymbolWorker::sampled(uint32_t pid, const void* data, size_t len) {
   const size_t first = static_cast<size_t>(r.n_user) + r.n_kernel;
   const size_t n = r.n_python <= ST_SAMPLE_MAX_PYTHON ? r.n_python : 0;
   if ((first + n) * sizeof(uint64_t) + ST_CPU_SAMPLE_HDR_SIZE > len) return;
-  bool wake = false;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (stop_) return;
-    if (current_.insert(pid).second) {
-      queue_.push_back({pid, 0});
-      wake = true;
-    }
-    for (size_t i = 0; i < n; ++i) {
-      uint64_t code;
-      std::memcpy(&code, static_cast<const uint8_t*>(data) + ST_CPU_SAMPLE_HDR_SIZE + (first + i) * sizeof(uint64_t),
-                  sizeof(code));
-      if (asked_.size() >= kMaxPythonCodes || !asked_.insert({pid, code}).second) continue;
-      queue_.push_back({pid, code});
-      wake = true;
-    }
+  if (stop_) return;
+  if (current_.insert(pid).second) pending_.push_back({pid, 0});
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t code;
+    std::memcpy(&code, static_cast<const uint8_t*>(data) + ST_CPU_SAMPLE_HDR_SIZE + (first + i) * sizeof(uint64_t),
+                sizeof(code));
+    if (asked_.size() >= kMaxPythonCodes || !asked_.insert({pid, code}).second) continue;
+    pending_.push_back({pid, code});
   }
-  if (wake) cv_.notify_one();
+  hand_over(false);
+}
+
+void SymbolWorker::hand_over(bool wait) {
+  if (pending_.empty()) return;
+  // The drain thread never waits for the worker: at nice 19 on a CPU the job
+  // keeps busy, a worker preempted while it holds the lock could hold the
+  // drain up for as long as the scheduler leaves it off the CPU, and the
+  // kernel ring fills meanwhile. Tasks not handed over now go with the next.
+  std::unique_lock<std::mutex> l(mu_, std::defer_lock);
+  if (wait)
+    l.lock();
+  else if (!l.try_lock())
+    return;
+  queue_.insert(queue_.end(), pending_.begin(), pending_.end());
+  pending_.clear();
+  l.unlock();
+  cv_.notify_one();
 }
 
 void SymbolWorker::exec(uint32_t pid) {
-  {
-    // The new program's code objects may sit where the old one's did (a
-    // launcher that runs Python, then execs the job's interpreter).
-    std::lock_guard<std::mutex> l(mu_);
-    current_.erase(pid);
-    asked_.erase(asked_.lower_bound({pid, 0}), asked_.lower_bound({pid + 1, 0}));
-    queue_.push_back({pid, kForget});
-  }
-  cv_.notify_one();
+  // The new program's code objects may sit where the old one's did (a
+  // launcher that runs Python, then execs the job's interpreter).
+  current_.erase(pid);
+  asked_.erase(asked_.lower_bound({pid, 0}), asked_.lower_bound({pid + 1, 0}));
+  pending_.push_back({pid, kForget});
+  hand_over(false);
   if (on_python_) on_python_(pid, nullptr);  // a new program: walked again once found to be Python
 }
 
@@ -144,6 +150,7 @@ void SymbolWorker::loop() {
 }
 
 size_t SymbolWorker::name_stacks(SampleStore& store) {
+  hand_over(true);
   {
     std::lock_guard<std::mutex> l(mu_);
     stop_ = true;

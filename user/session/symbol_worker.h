@@ -55,6 +55,7 @@ class SymbolWorker {
   };
   void loop();
   void run(const Task& t);
+  void hand_over(bool wait);  // pending_ to the worker's queue
 
   SysRoot root_;
   PythonHook on_python_;
@@ -62,8 +63,10 @@ class SymbolWorker {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
+  // The drain thread's own (no lock): what it asked for, and what it has not handed over yet.
   std::set<uint32_t> current_;  // pids with a snapshot taken since their last exec (or queued)
   std::set<std::pair<uint32_t, uint64_t>> asked_;  // code objects queued or named
+  std::vector<Task> pending_;
   // Worker-side: the CPython processes found and the code objects named.
   std::map<uint32_t, std::shared_ptr<const symbols::PythonProcess>> python_;
   std::map<std::pair<uint32_t, uint64_t>, std::string> python_names_;

@@ -13,6 +13,7 @@
 
 #include "accuracy.h"
 #include "attribution/host_steals.h"
+#include "decode/event.h"
 #include "export/profile_view.h"
 
 using namespace steptrace::accuracy;
@@ -59,7 +60,12 @@ void check_common(const ScenarioResult& res, double share_pp = 5.0) {
     INFO("category " << cat);
     CHECK(err < share_pp);
   }
-  INFO("incomplete: [" << incomplete_reason(res.report.drops) << "] capture end [" << res.report.capture_end
+  std::string dropped_kinds;  // which records the kernel could not queue: a stalled drain or a storm of one kind
+  for (uint32_t k = 0; k < ST_EV_KIND_MAX; ++k)
+    if (res.report.drops.dropped[k])
+      dropped_kinds += std::string(steptrace::kind_name(k)) + " " + std::to_string(res.report.drops.dropped[k]) + " of " +
+                       std::to_string(res.report.drops.emitted[k]) + "; ";
+  INFO("incomplete: [" << incomplete_reason(res.report.drops) << "] dropped [" << dropped_kinds << "] capture end [" << res.report.capture_end
                         << "] windows forgotten at the memory cap " << res.report.windows.memory_cap_forgets
                         << "; records " << res.report.records << ", late " << res.report.late_records);
   CHECK_FALSE(res.report.incomplete());
