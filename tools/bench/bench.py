@@ -143,8 +143,9 @@ class Bench:
         self.steptrace = os.path.join(b, "user", "steptrace")
         self.load = os.path.join(b, "tools", "bench", "bench-load")
         self.capstat = os.path.join(b, "tools", "bench", "bench-capstat")
+        self.empty = os.path.join(b, "tools", "bench", "bench-empty-hooks")
         self.trainsim = os.path.join(b, "tools", "trainsim", "trainsim")
-        for p in (self.steptrace, self.load, self.capstat):
+        for p in (self.steptrace, self.load, self.capstat, self.empty):
             if not os.access(p, os.X_OK):
                 raise HarnessError(f"missing {p}: build first (run.sh builds it)")
         self.work = tempfile.mkdtemp(prefix="steptrace-bench-", dir="/var/tmp")
@@ -229,6 +230,58 @@ class Bench:
         self.tiers = report.get("attach_tiers", self.tiers)
         return value, report, sampler
 
+    # -- B0: the same workload under empty programs on the collectors' hooks
+    def with_empty(self, sets, fn):
+        st = subprocess.Popen([self.empty, sets], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = st.stdout.readline()
+        want = sum({"sched": 7, "syscall": 2, "block": 3, "net": 3}[x] for x in sets.split(","))
+        if line.split() != ["attached", str(want)]:
+            st.kill()
+            st.wait()
+            raise HarnessError(f"bench-empty-hooks {sets}: {line.strip()!r}, not {want} programs attached: "
+                               f"{st.stderr.read()[-2000:]}")
+        try:
+            return fn()
+        finally:
+            st.send_signal(signal.SIGTERM)
+            try:
+                st.wait(30)
+            except subprocess.TimeoutExpired:
+                st.kill()
+                st.wait()
+
+    def run_empty(self, sets, mode, extra):
+        return self.with_empty(sets, lambda: self.run_bare(mode, extra))
+
+    def over_empty(self, s, pairs_e, metric, per_op):
+        """B0 beside a bare/traced summary s: the empty programs' cost and the
+        traced cost over it, per event (the issue's targets are stated so)."""
+        e = self.summarize(pairs_e, metric, per_op)
+        s["empty"] = {k: e[k] for k in ("pairs", "b_median", "diff_median", "slowdown_median", "b_values")}
+        s["empty"]["ns_per_hook_run"] = e["ns_per_event"]
+        # Each arm's median paired difference from the bare run of its round:
+        # the traced one's less the empty one's (as the table shows them).
+        s["over_empty_ns_per_op"] = s["diff_median"] - e["diff_median"]
+        s["over_empty_ns"] = s["over_empty_ns_per_op"] / s["events_per_op"]
+        s["over_empty_ratio"] = (s["b_median"] - s["a_median"]) / max(1e-9, e["b_median"] - e["a_median"]) \
+            if e["b_median"] > e["a_median"] else None
+        del s["_pairs"]
+        return s
+
+    def arms(self, rounds, bare, traced, empty):
+        """rounds of (bare, traced, empty), the order rotated each round;
+        returns the (bare, traced) and (bare, empty) pairs."""
+        fns = [bare, traced, empty]
+        pt, pe = [], []
+        for i in range(rounds):
+            got = [None, None, None]
+            for k in range(3):
+                j = (i + k) % 3
+                got[j] = fns[j]()
+            pt.append((got[0], got[1]))
+            pe.append((got[0], got[2]))
+        return pt, pe
+
     def idle_target(self):
         return subprocess.Popen([self.load, "idle", "--seconds", "86400", "--out", os.devnull])
 
@@ -280,10 +333,14 @@ class Bench:
             reps.append(rep)
             return r
 
-        pairs = self.ab(self.a.pairs, lambda: self.run_bare("pingpong", extra), b)
+        pairs, pairs_e = self.arms(self.a.pairs, lambda: self.run_bare("pingpong", extra), b,
+                                   lambda: self.run_empty("sched", "pingpong", extra))
         ev = median([sum(k["emitted"] for k in rep["events"].values()) / it for rep in reps])
         dropped = sum(sum(k["dropped"] for k in rep["events"].values()) for rep in reps)
         s = self.summarize(pairs, lambda r: r["cpu_ns_per_op"], ev)
+        s["_pairs"] = pairs
+        # per round trip: 2 switches + 2 wakings reach the empty sched hooks
+        self.over_empty(s, pairs_e, lambda r: r["cpu_ns_per_op"], 4)
         s["wall"] = self.summarize(pairs, lambda r: r["ns_per_op"])
         s["dropped"] = dropped
         sw = median([rep["events"]["sched_switch"]["emitted"] / it for rep in reps])
@@ -301,8 +358,11 @@ class Bench:
             reps.append(rep)
             return r
 
-        pairs = self.ab(self.a.pairs, lambda: self.run_bare("ioctl", extra), b)
+        pairs, pairs_e = self.arms(self.a.pairs, lambda: self.run_bare("ioctl", extra), b,
+                                   lambda: self.run_empty("sched,syscall,block,net", "ioctl", extra))
         s = self.summarize(pairs, lambda r: r["cpu_ns_per_op"], 1)
+        s["_pairs"] = pairs
+        self.over_empty(s, pairs_e, lambda r: r["cpu_ns_per_op"], 2)  # sys_enter + sys_exit per ioctl
         s["wall"] = self.summarize(pairs, lambda r: r["ns_per_op"])
         got = [rep["events"]["accel_ioctl"]["emitted"] + rep["events"]["accel_ioctl"]["dropped"] for rep in reps]
         self.check("B2 one accel_ioctl record per ioctl", all(g == it for g in got), f"{got} vs {it}")
@@ -312,18 +372,21 @@ class Bench:
         self.results["B2-tax"] = self.nontarget("getppid", ["--iters", str(self.a.scale(1000000, 20000))], 2,
                                                 ["--accel-dev", self.accel_file])
 
-    def nontarget(self, mode, extra, hooks_per_op, st_opts=()):
+    def nontarget(self, mode, extra, hooks_per_op, st_opts=(), empty_sets="sched,syscall,block,net"):
         idle = self.idle_target()
         try:
             def b():
                 v, _, _ = self.with_attach([idle.pid], list(st_opts), lambda _pid: self.run_bare(mode, extra))
                 return v
 
-            pairs = self.ab(self.a.pairs, lambda: self.run_bare(mode, extra), b)
+            pairs, pairs_e = self.arms(self.a.pairs, lambda: self.run_bare(mode, extra), b,
+                                       lambda: self.run_empty(empty_sets, mode, extra))
         finally:
             idle.kill()
             idle.wait()
         s = self.summarize(pairs, lambda r: r["cpu_ns_per_op"], hooks_per_op)
+        s["_pairs"] = pairs
+        self.over_empty(s, pairs_e, lambda r: r["cpu_ns_per_op"], hooks_per_op)
         s["wall"] = self.summarize(pairs, lambda r: r["ns_per_op"])
         return s
 
@@ -759,6 +822,28 @@ class Bench:
         }
 
 
+def b0_text(s, unit):
+    """The B0 part of a per-event cell: the cost over the empty programs."""
+    if "over_empty_ns" not in s:
+        return ""
+    return (f"; {s['over_empty_ns']:+.0f} ns/{unit} over empty "
+            f"(empty {s['empty']['ns_per_hook_run']:+.0f} ns/hook run)")
+
+
+def per_benchmark(results, loads):
+    """One row per benchmark with a per-event cost: id, per_event_ns,
+    over_empty_ns (where a B0 reference ran) and the load around it."""
+    out = []
+    for k, s in results.items():
+        if not isinstance(s, dict) or "ns_per_event" not in s:
+            continue
+        before, after = loads.get(k.split("-")[0], (None, None))
+        out.append({"id": k, "per_event_ns": s["ns_per_event"], "over_empty_ns": s.get("over_empty_ns"),
+                    "over_empty_ratio": s.get("over_empty_ratio"), "loadavg_before": before,
+                    "loadavg_after": after})
+    return out
+
+
 def fmt_pct(x):
     return f"{100 * x:+.2f}%"
 
@@ -782,17 +867,19 @@ def build_table(res, env, quick):
         s = R["B1"]
         row("B1", "sched ping-pong, 1 CPU, traced (sched)", f"{s['a_median']:.0f} ns CPU/rt",
             f"{s['b_median']:.0f}", f"{s['diff_median']:+.0f} ns ({fmt_pct(s['slowdown_median'])})",
-            f"{s['ns_per_event']:+.0f} ns/record ({s['events_per_op']:.1f} rec/rt)",
+            f"{s['ns_per_event']:+.0f} ns/record ({s['events_per_op']:.1f} rec/rt){b0_text(s, 'record')}",
             f"IQR {100 * s['slowdown_iqr']:.1f} pp, A cv {100 * s['a_cv']:.1f}%", s["pairs"])
     if "B2" in R:
         s = R["B2"]
         row("B2", "ioctl on --accel-dev file, traced", f"{s['a_median']:.0f} ns CPU/ioctl", f"{s['b_median']:.0f}",
-            f"{s['diff_median']:+.0f} ns ({fmt_pct(s['slowdown_median'])})", f"{s['ns_per_event']:+.0f} ns/record",
+            f"{s['diff_median']:+.0f} ns ({fmt_pct(s['slowdown_median'])})",
+            f"{s['ns_per_event']:+.0f} ns/record{b0_text(s, 'record')}",
             f"IQR {100 * s['slowdown_iqr']:.1f} pp, A cv {100 * s['a_cv']:.1f}%", s["pairs"])
         t = R["B2-tax"]
         row("B2", "getppid, non-target (tracer on another pid)", f"{t['a_median']:.0f} ns CPU/call",
             f"{t['b_median']:.0f}", f"{t['diff_median']:+.0f} ns ({fmt_pct(t['slowdown_median'])})",
-            f"{t['ns_per_event']:+.0f} ns/hook", f"IQR {100 * t['slowdown_iqr']:.1f} pp", t["pairs"])
+            f"{t['ns_per_event']:+.0f} ns/hook{b0_text(t, 'hook')}", f"IQR {100 * t['slowdown_iqr']:.1f} pp",
+            t["pairs"])
     if "B3-odirect" in R:
         s = R["B3-odirect"]
         row("B3", "4 KiB O_DIRECT pread (wall), traced", f"{s['a_median'] / 1000:.1f} µs/read",
@@ -807,7 +894,7 @@ def build_table(res, env, quick):
             s = R[k]
             row("B4", what, f"{s['a_median']:.0f} ns CPU/{unit}", f"{s['b_median']:.0f}",
                 f"{s['diff_median']:+.0f} ns ({fmt_pct(s['slowdown_median'])})",
-                f"{s['ns_per_event']:+.1f} ns/hook ({s['events_per_op']} hooks/{unit})",
+                f"{s['ns_per_event']:+.1f} ns/hook ({s['events_per_op']} hooks/{unit}){b0_text(s, 'hook')}",
                 f"IQR {100 * s['slowdown_iqr']:.1f} pp", s["pairs"])
     if "B11" in R:
         s = R["B11"]
@@ -887,6 +974,16 @@ def build_table(res, env, quick):
                             f"{fmt_pct(s['slowdown_median'])} (95% CI {fmt_pct(s['slowdown_ci95'][0])} .. "
                             f"{fmt_pct(s['slowdown_ci95'][1])}), "
                             f"{s['dropped']} dropped"))
+    if "B4-sched" in R and "over_empty_ns" in R["B4-sched"]:
+        oe = {k: R[k]["over_empty_ns"] for k in ("B4-sched", "B4-syscall")}
+        targets.append(("non-target event ≤ 30 ns over the empty program (sched and syscall hooks)",
+                        max(oe.values()) <= 30,
+                        f"sched {oe['B4-sched']:+.1f} ns/hook, syscall {oe['B4-syscall']:+.1f} ns/hook over empty"))
+    rec = {k: R[k]["over_empty_ns"] for k in ("B1", "B2") if k in R and "over_empty_ns" in R[k]}
+    if rec:
+        targets.append(("recorded event ≤ 300 ns over the empty program (sched switch, ioctl)",
+                        max(rec.values()) <= 300,
+                        ", ".join(f"{k} {v:+.0f} ns/record over empty" for k, v in rec.items())))
     if "B4-sched" in R:
         worst = max(R["B4-sched"]["ns_per_event"], R["B4-syscall"]["ns_per_event"])
         targets.append(("B4 non-target events ≤ 60 ns each", worst <= 60,
@@ -969,15 +1066,18 @@ def main():
     env = b.environment()
     steal0, tot0 = steal_and_total_ticks()
     errors = []
+    loads = {}
     for bid in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B9", "B10", "B11", "B12"):
         if bid not in only:
             continue
         b.log(f"bench: {bid} ({time.monotonic() - t_start:.0f} s)")
+        load_before = read("/proc/loadavg").split()[:3]
         try:
             getattr(b, bid.lower())()
         except (HarnessError, subprocess.CalledProcessError, KeyError, ValueError, OSError) as e:
             errors.append(f"{bid}: {e}")
             b.check(f"{bid} ran", False, str(e)[:2000])
+        loads[bid] = (load_before, read("/proc/loadavg").split()[:3])
     steal1, tot1 = steal_and_total_ticks()
     env["loadavg_end"] = read("/proc/loadavg").split()[:3]
     env["steal_pct_during_run"] = 100 * (steal1 - steal0) / max(1, tot1 - tot0)
@@ -990,6 +1090,7 @@ def main():
         "command": " ".join(sys.argv),
         "environment": env,
         "results": b.results,
+        "per_benchmark": per_benchmark(b.results, loads),
         "targets": [{"target": n, "met": ok, "measured": d} for n, ok, d in targets],
         "checks": b.checks,
         "errors": errors,

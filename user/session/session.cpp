@@ -342,6 +342,7 @@ Status Session::poll() {
   flush_notes();
   auto n = reader_->drain();
   if (!n) return n.error();
+  check_drops();
   last_drained_ = *n;
   pipe_.advance();
   // Records the keeper drained while a fold ran: after those of this drain

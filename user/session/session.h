@@ -135,6 +135,9 @@ class Session {
   bool finished_ = false;
   HangWatch hang_;  // steps that stop ending (--hang-after)
   void check_hang();
+  // Drops said on stderr as they happen, with the longest wait between drains.
+  uint64_t last_poll_ns_ = 0, max_drain_gap_ns_ = 0, drops_checked_ns_ = 0, drops_warned_ns_ = 0, drops_warned_ = 0;
+  void check_drops();
 };
 
 

@@ -5,9 +5,11 @@
 // report's, on top's worker thread, so a refresh never holds up the drain.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <thread>
+#include <utility>
 #include <fmt/core.h>
 #include <sys/resource.h>
 
@@ -55,6 +57,27 @@ void Session::check_hang() {
   if (!h) return;
   log::warn("{}", h->headline());
   for (const auto& line : h->lines()) log::warn("  {}", line);
+}
+
+// The report's totals cannot tell a storm from a consumer that was away: said
+// at most every 10 s while the kernel drops records, with how long the
+// drain thread was gone at the longest since the last check.
+void Session::check_drops() {
+  const uint64_t now = monotonic_ns();
+  if (last_poll_ns_) max_drain_gap_ns_ = std::max(max_drain_gap_ns_, now - last_poll_ns_);
+  last_poll_ns_ = now;
+  if (now - drops_checked_ns_ < 1'000'000'000ull) return;
+  drops_checked_ns_ = now;
+  const uint64_t gap = std::exchange(max_drain_gap_ns_, 0);
+  auto d = tracer_->read_stats();
+  if (!d || d->total_dropped() <= drops_warned_ || (drops_warned_ns_ && now - drops_warned_ns_ < 10'000'000'000ull))
+    return;
+  log::warn("the kernel dropped {} records at {:.1f} s of tracing (ring {} MiB; longest wait between drains {:.0f} ms, "
+            "longest fold {:.0f} ms)",
+            d->total_dropped() - drops_warned_, static_cast<double>(now - start_mono_ns_) / 1e9, opts_.ring_mib,
+            static_cast<double>(gap) / 1e6, static_cast<double>(keeper_->stats().longest_hold_ns) / 1e6);
+  drops_warned_ = d->total_dropped();
+  drops_warned_ns_ = now;
 }
 
 void Session::request_stop(int sig, std::string reason) {

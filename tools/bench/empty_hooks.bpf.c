@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * empty_hooks.bpf.c - B0 of tools/bench: a program that does nothing on each
+ * hook steptrace's collectors attach to, with the same attach type (tp_btf).
+ * What a real collector costs over these is what its own code costs: the
+ * hook's entry and the program call are paid by any tracer on that hook.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* sched: sched.bpf.c's hooks (switch and waking fire per event, the others per task). */
+SEC("tp_btf/sched_switch") int empty_sched_switch(void *ctx) { return 0; }
+SEC("tp_btf/sched_waking") int empty_sched_waking(void *ctx) { return 0; }
+SEC("tp_btf/sched_wakeup_new") int empty_sched_wakeup_new(void *ctx) { return 0; }
+SEC("tp_btf/sched_process_fork") int empty_sched_process_fork(void *ctx) { return 0; }
+SEC("tp_btf/sched_process_exec") int empty_sched_process_exec(void *ctx) { return 0; }
+SEC("tp_btf/sched_process_exit") int empty_sched_process_exit(void *ctx) { return 0; }
+SEC("tp_btf/task_rename") int empty_task_rename(void *ctx) { return 0; }
+
+/* syscall: the accelerator tier where kprobes are missing (accel_ioctl.bpf.c). */
+SEC("tp_btf/sys_enter") int empty_sys_enter(void *ctx) { return 0; }
+SEC("tp_btf/sys_exit") int empty_sys_exit(void *ctx) { return 0; }
+
+/* block: block.bpf.c's request hooks. */
+SEC("tp_btf/block_rq_insert") int empty_block_rq_insert(void *ctx) { return 0; }
+SEC("tp_btf/block_rq_issue") int empty_block_rq_issue(void *ctx) { return 0; }
+SEC("tp_btf/block_rq_complete") int empty_block_rq_complete(void *ctx) { return 0; }
+
+/* net: net.bpf.c's tracepoint tier. */
+SEC("tp_btf/sock_send_length") int empty_sock_send_length(void *ctx) { return 0; }
+SEC("tp_btf/sock_recv_length") int empty_sock_recv_length(void *ctx) { return 0; }
+SEC("tp_btf/inet_sock_set_state") int empty_inet_sock_set_state(void *ctx) { return 0; }
