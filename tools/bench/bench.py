@@ -134,6 +134,16 @@ class Sampler:
         return (s[-1][1] - s[0][1]) / 1e9 / (s[-1][0] - s[0][0])
 
 
+def stop(proc, sig, timeout_s):
+    """Ask a helper process to end with sig; kill it if it has not within timeout_s."""
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 # ---------------------------------------------------------------- runners
 
 class Bench:
@@ -217,12 +227,7 @@ class Bench:
         finally:
             if sampler:
                 sampler.stop()
-            st.send_signal(signal.SIGINT)
-            try:
-                st.wait(60)
-            except subprocess.TimeoutExpired:
-                st.kill()
-                st.wait()
+            stop(st, signal.SIGINT, 60)
             t.join()
         if st.returncode != 0:
             raise HarnessError(f"steptrace attach failed ({st.returncode}): {''.join(err)[-2000:]}")
@@ -243,12 +248,7 @@ class Bench:
         try:
             return fn()
         finally:
-            st.send_signal(signal.SIGTERM)
-            try:
-                st.wait(30)
-            except subprocess.TimeoutExpired:
-                st.kill()
-                st.wait()
+            stop(st, signal.SIGTERM, 30)
 
     def run_empty(self, sets, mode, extra):
         return self.with_empty(sets, lambda: self.run_bare(mode, extra))
