@@ -193,12 +193,18 @@ void check_ddp_steps(const DdpRun& run, int steps) {
     CHECK(close >= steps - 3);
     CHECK(dur_err / n < 0.05);
     CHECK(100 * coll_traced / n == Approx(100 * coll_truth / n).margin(3.0));
-    // Data loading: 3 pp, or a tenth of the job's own share where it waits for
-    // half of each step. The job stamps its step start in Python a few ms
-    // before it blocks on the batch queue, the tracer where the main thread
-    // blocks: one CI run of the slow-storage shape (rank 1 waiting 51 % of
-    // 330 ms steps) had 51.3 % / 48.0 %; local runs were within 1.3 pp.
-    CHECK(100 * data_traced / n == Approx(100 * data_truth / n).margin(std::max(3.0, 10 * data_truth / n)));
+    // Data loading: the job's timer is the whole next(it), which includes the
+    // main thread's own CPU around the wait (the DataLoader's bookkeeping,
+    // unpickling the batch and mapping its shared-memory tensors). The kernel
+    // sees that as the main thread running: host time, not a wait for the
+    // loaders. So the tracer's share may fall short of the job's, more so on a
+    // loaded machine (CI, slow-storage shape: 51.3 % / 48.0 % at 330 ms steps,
+    // 40.8 % / 36.6 % in another run; local runs within 1.3 pp), but never
+    // exceeds it: 3 pp above, and 3 pp or 15 % of the job's share below.
+    const double data_job = 100 * data_truth / n, data_seen = 100 * data_traced / n;
+    INFO("data loading: job " << data_job << " %, traced " << data_seen << " %");
+    CHECK(data_seen <= data_job + 3.0);
+    CHECK(data_seen >= data_job - std::max(3.0, 0.15 * data_job));
     // Step 0 waits for the loader workers to start: data loading.
     CHECK(rr.steps[0].gating == Category::data_loading);
   }
