@@ -141,7 +141,12 @@ void run_ddp(const DdpShape& shape, DdpRun& run) {
   REQUIRE(run.report.job_exit_code == 0);  // python3-torch (or tc) missing fails here, loudly
   CHECK_FALSE(run.report.incomplete());
   REQUIRE(run.report.job.ranks.size() == 2);
-  CHECK(run.report.windows.folds >= 1);
+  // Windows close every second; whether one folds is not asserted: a CPU-only
+  // rank folds only once its steps agree (a learned burst pattern, or 64
+  // steps; step_ledger.cpp), and 20 short steps may all fall before that (CI:
+  // 0 folds in one 8 s run, every other check passing). Folding is asserted
+  // by the three-minute accuracy tests.
+  CHECK(run.report.windows.fold_every_ns == 1'000'000'000ull);
   for (int rank = 0; rank < 2; ++rank) {
     std::ifstream in(run.out + "/rank" + std::to_string(rank) + ".json");
     REQUIRE(in.good());
