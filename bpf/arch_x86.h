@@ -31,12 +31,16 @@
 #define ST_NR_EPOLL_PWAIT2 441
 
 /*
- * Registers at the syscall boundary (BPF side only: these expand to CO-RE
- * reads of struct pt_regs): the first three arguments and the number.
+ * Registers at the syscall boundary (BPF side only): the first three
+ * arguments and the number. `regs` is the tp_btf sys_enter/sys_exit
+ * argument, a BTF pointer, so these are direct loads (CO-RE relocated
+ * through vmlinux.h's preserve_access_index) that the verifier turns into
+ * fault-guarded loads: no bpf_probe_read_kernel call (about 20 ns each on
+ * the hot path; see docs/performance.md, "Cheaper records").
  */
-#define ST_SYSCALL_ARG0(regs) BPF_CORE_READ(regs, di)
-#define ST_SYSCALL_ARG1(regs) BPF_CORE_READ(regs, si)
-#define ST_SYSCALL_ARG2(regs) BPF_CORE_READ(regs, dx)
-#define ST_SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
+#define ST_SYSCALL_ARG0(regs) ((regs)->di)
+#define ST_SYSCALL_ARG1(regs) ((regs)->si)
+#define ST_SYSCALL_ARG2(regs) ((regs)->dx)
+#define ST_SYSCALL_NR(regs) ((regs)->orig_ax)
 
 #endif /* STEPTRACE_ARCH_X86_H */

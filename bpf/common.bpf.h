@@ -180,13 +180,36 @@ struct {
 
 /* ---- target filter ---- */
 
+/*
+ * The target set as one bit per tgid, beside st_targets: every hook asks
+ * "is this a target?" (twice per sched_switch), and a hash lookup cost
+ * 65-80 ns of it on this VM (bpf_stats: st_sys_exit 185 -> 118 ns per run
+ * with the lookup replaced), a load from this array a few. st_targets stays
+ * the registry (its size bounds the set, a full map is counted at fork);
+ * a tgid's bit is set only after its st_targets entry exists and cleared
+ * before the entry goes, by atomic or/and here and in userspace (the .bss
+ * is mmapped there), so concurrent forks and exits of tgids that share a
+ * word lose no bit. tgids are < PID_MAX_LIMIT (2^22 on 64-bit): 512 KiB.
+ */
+__u64 st_target_bits[ST_TARGET_BITS_WORDS] __weak;
+
+static __always_inline void st_target_mark(__u32 tgid)
+{
+	__sync_fetch_and_or(&st_target_bits[(tgid >> 6) & (ST_TARGET_BITS_WORDS - 1)], 1ull << (tgid & 63));
+}
+
+static __always_inline void st_target_unmark(__u32 tgid)
+{
+	__sync_fetch_and_and(&st_target_bits[(tgid >> 6) & (ST_TARGET_BITS_WORDS - 1)], ~(1ull << (tgid & 63)));
+}
+
 static __always_inline bool st_tgid_is_target(__u32 tgid)
 {
 	if (tgid == 0 || tgid == st_cfg.self_tgid)
 		return false;
 	if (st_cfg.filter_mode == ST_FILTER_ALL)
 		return true;
-	return bpf_map_lookup_elem(&st_targets, &tgid) != NULL;
+	return (st_target_bits[(tgid >> 6) & (ST_TARGET_BITS_WORDS - 1)] >> (tgid & 63)) & 1;
 }
 
 static __always_inline __u64 st_task_cgroup_id(struct task_struct *t)
@@ -194,10 +217,12 @@ static __always_inline __u64 st_task_cgroup_id(struct task_struct *t)
 	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
 }
 
-/* Is this task traced? Cheapest checks first: most events are not ours. */
+/* Is this task traced? Cheapest checks first: most events are not ours.
+ * `t` is a BTF pointer (a tp_btf argument or bpf_get_current_task_btf()):
+ * a direct load, not a bpf_probe_read_kernel call. */
 static __always_inline bool st_task_is_target(struct task_struct *t)
 {
-	__u32 tgid = BPF_CORE_READ(t, tgid);
+	__u32 tgid = t->tgid;
 
 	if (st_tgid_is_target(tgid))
 		return true;

@@ -112,14 +112,14 @@ int BPF_PROG(st_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			 * exactly that wait, as schedstat and delayacct count it.
 			 */
 			if (st_has_sched_info()) {
-				run_delay = BPF_CORE_READ(prev, sched_info.run_delay);
+				run_delay = prev->sched_info.run_delay;
 				if (ts->run_delay_at_out && run_delay >= (ts->run_delay_at_out & ~1ull))
 					queue_ns = run_delay - (ts->run_delay_at_out & ~1ull);
 				ts->run_delay_at_out = run_delay | 1;
 			}
 			/* update_curr() ran in put_prev_task before this tracepoint:
 			 * sum_exec_runtime includes the slice that just ended. */
-			exec_ns = BPF_CORE_READ(prev, se.sum_exec_runtime);
+			exec_ns = prev->se.sum_exec_runtime;
 			if (ts->exec_ns_at_out && exec_ns >= (ts->exec_ns_at_out & ~1ull))
 				oncpu_ns = exec_ns - (ts->exec_ns_at_out & ~1ull);
 			ts->exec_ns_at_out = exec_ns | 1;
@@ -191,7 +191,7 @@ static __always_inline int st_emit_wakeup(struct task_struct *p, __u32 flags)
 		e->wakee_sys_arg0 = ts->sys_arg0;
 	}
 	e->flags = flags;
-	e->target_cpu = BPF_CORE_READ(p, wake_cpu);
+	e->target_cpu = p->wake_cpu;
 	bpf_get_current_comm(e->waker_comm, sizeof(e->waker_comm));
 	st_submit(e);
 	return 0;
@@ -227,9 +227,12 @@ int BPF_PROG(st_sched_process_fork, struct task_struct *parent, struct task_stru
 		return 0;
 	/* Follow the job's process tree: a new process of a target is a target.
 	 * A full map (-E2BIG) loses the child and all it will fork: counted. */
-	if (st_cfg.filter_mode != ST_FILTER_ALL && st_cfg.follow_forks && child_tgid == child->pid &&
-	    bpf_map_update_elem(&st_targets, &child_tgid, &one, BPF_ANY))
-		st_count_loss(ST_LOSS_FORK_TARGET);
+	if (st_cfg.filter_mode != ST_FILTER_ALL && st_cfg.follow_forks && child_tgid == child->pid) {
+		if (bpf_map_update_elem(&st_targets, &child_tgid, &one, BPF_ANY))
+			st_count_loss(ST_LOSS_FORK_TARGET);
+		else
+			st_target_mark(child_tgid);
+	}
 
 	e = st_reserve_for(sizeof(*e), ST_EV_TASK_NEW, parent->tgid, parent->pid, bpf_ktime_get_ns());
 	if (!e)
@@ -299,7 +302,9 @@ int BPF_PROG(st_sched_process_exit, struct task_struct *p)
 		st_submit(e);
 	}
 	/* Forget the tgid so a reused pid is not traced by mistake. */
-	if (group_dead && st_cfg.filter_mode != ST_FILTER_ALL)
+	if (group_dead && st_cfg.filter_mode != ST_FILTER_ALL) {
+		st_target_unmark(tgid);
 		bpf_map_delete_elem(&st_targets, &tgid);
+	}
 	return 0;
 }

@@ -25,6 +25,9 @@
 #define ST_ABI_MIN_READABLE 1
 #define ST_COMM_LEN 16
 #define ST_MAX_TARGETS 65536   /* traced tgids (follows fork) */
+/* Words of the target bitmap (st_target_bits): one bit per tgid below
+ * PID_MAX_LIMIT, 2^22 on 64-bit kernels. */
+#define ST_TARGET_BITS_WORDS (1u << 16)
 #define ST_MAX_ACCEL_DEVS 64   /* explicit --accel-dev files */
 #define ST_MAX_INFLIGHT_RQ 16384
 #define ST_MAX_SOCKS 16384

@@ -12,6 +12,7 @@ the training step (B7) is judged on wall time, which is what a job feels.
 """
 import argparse
 import json
+import shlex
 import os
 import platform
 import re
@@ -334,13 +335,15 @@ class Bench:
             return r
 
         pairs, pairs_e = self.arms(self.a.pairs, lambda: self.run_bare("pingpong", extra), b,
-                                   lambda: self.run_empty("sched", "pingpong", extra))
+                                   lambda: self.run_empty("sched,syscall", "pingpong", extra))
         ev = median([sum(k["emitted"] for k in rep["events"].values()) / it for rep in reps])
         dropped = sum(sum(k["dropped"] for k in rep["events"].values()) for rep in reps)
         s = self.summarize(pairs, lambda r: r["cpu_ns_per_op"], ev)
         s["_pairs"] = pairs
-        # per round trip: 2 switches + 2 wakings reach the empty sched hooks
-        self.over_empty(s, pairs_e, lambda r: r["cpu_ns_per_op"], 4)
+        # per round trip: 2 switches + 2 wakings reach the empty sched hooks, and
+        # 4 syscalls the syscall hooks (the sched collector keeps each thread's
+        # syscall in progress and its yields there): 12 hook runs
+        self.over_empty(s, pairs_e, lambda r: r["cpu_ns_per_op"], 12)
         s["wall"] = self.summarize(pairs, lambda r: r["ns_per_op"])
         s["dropped"] = dropped
         sw = median([rep["events"]["sched_switch"]["emitted"] / it for rep in reps])
@@ -738,6 +741,87 @@ class Bench:
         s["prog_ns_per_sample_bound"] = best["run_time_ns"] / hi["cpu_samples"] if hi["cpu_samples"] else None
         self.results["B12"] = s
 
+    # -- B13: each program's own run time over the empty program on its hook
+    # (kernel bpf_stats), the same workload in both arms
+    B13_EMPTY = {"st_sched_switch": "empty_sched_switch", "st_sched_wakeup": "empty_sched_waking",
+                 "st_sys_enter": "empty_sys_enter", "st_sys_exit": "empty_sys_exit"}
+
+    def prog_stats_after(self, cmd_prefix, mode, extra):
+        """Run bench-load under cmd_prefix (a traced `steptrace run` or the
+        empty programs) and read every program's run time before they unload:
+        bpftool runs as the job's last command. -> (load result, {name: (ns, runs)})"""
+        out, stats = self.tmp(f"{mode}.json"), self.tmp("progs.json")
+        job = (" ".join(shlex.quote(x) for x in self.load_cmd(mode, extra, out)) +
+               f" >/dev/null && bpftool prog show --json > {shlex.quote(stats)}")
+        r = subprocess.run([*cmd_prefix, "sh", "-c", job], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True)
+        if r.returncode != 0 or not os.path.exists(stats):
+            raise HarnessError(f"B13 {mode} under {cmd_prefix[:2]} failed ({r.returncode}): {r.stderr[-2000:]}")
+        progs = {}
+        for p in json.loads(read(stats) or "[]"):
+            n = p.get("name", "")
+            if p.get("run_cnt") and (n in self.B13_EMPTY or n in self.B13_EMPTY.values()):
+                progs[n] = (p.get("run_time_ns", 0), p["run_cnt"])
+        return json.loads(read(out)), progs
+
+    def b13(self):
+        # bpf_stats time one program's run (two clock reads around it, on
+        # both arms alike): no A/B noise from the rest of a shared VM, so the
+        # difference per program is what its own code costs over a program
+        # that returns at once on the same hook. Per record: the traced
+        # programs' time less what the empty ones would have taken for as
+        # many runs, over the records they wrote.
+        stats_path = "/proc/sys/kernel/bpf_stats_enabled"
+        before = read(stats_path, "0").strip() or "0"
+        cases = {
+            "sched": ("pingpong", ["--iters", str(self.a.scale(100000, 5000)), "--cpu", "0"],
+                      ["--collectors", "sched"], "sched,syscall"),
+            "ioctl": ("ioctl", ["--dev", self.accel_file, "--iters", str(self.a.scale(200000, 5000))],
+                      ["--accel-dev", self.accel_file], "sched,syscall,block,net"),
+        }
+        res = {}
+        try:
+            with open(stats_path, "w") as fh:
+                fh.write("1")
+            for name, (mode, extra, st_opts, sets) in cases.items():
+                per = {}
+                recs = []
+                for i in range(self.a.pairs):
+                    rep = self.tmp("report.json")
+                    arms = [("traced", [self.steptrace, "run", *st_opts, "--json", rep, "--"]), ("empty", None)]
+                    if i % 2:
+                        arms.reverse()
+                    for arm, prefix in arms:
+                        if prefix:
+                            _, progs = self.prog_stats_after(prefix, mode, extra)
+                            recs.append(sum(k["emitted"] for k in json.loads(read(rep))["events"].values()))
+                        else:
+                            _, progs = self.with_empty(sets, lambda: self.prog_stats_after([], mode, extra))
+                        for n, (ns, runs) in progs.items():
+                            per.setdefault(n, []).append((ns, runs))
+                out = {"records": median(recs), "programs": {}}
+                extra_ns = []
+                for n, e in self.B13_EMPTY.items():
+                    if n not in per or e not in per:
+                        continue
+                    t_run = median([ns / runs for ns, runs in per[n]])
+                    e_run = median([ns / runs for ns, runs in per[e]])
+                    runs = median([runs for _, runs in per[n]])
+                    out["programs"][n] = {"ns_per_run": t_run, "empty_ns_per_run": e_run,
+                                          "over_empty_ns_per_run": t_run - e_run, "runs": runs}
+                    extra_ns.append((t_run - e_run) * runs)
+                self.check(f"B13 {name}: every traced program and its empty twin ran",
+                           len(out["programs"]) == 4, f"{sorted(per)}")
+                out["over_empty_ns_per_record"] = sum(extra_ns) / out["records"] if out["records"] else None
+                res[name] = out
+        finally:
+            try:
+                with open(stats_path, "w") as fh:
+                    fh.write(before)
+            except OSError:
+                pass
+        self.results["B13"] = res
+
     def b9(self):
         idle = self.idle_target()
         secs = 3 if self.a.quick else 10
@@ -914,6 +998,14 @@ def build_table(res, env, quick):
             row("B12", "st_cpu_sample per run at 999 Hz (kernel bpf_stats)", "", "",
                 f"{s['prog_ns_per_run']:.0f} ns/run ({s['prog_runs']} runs)",
                 f"≤ {s['prog_ns_per_sample_bound']:.0f} ns/sample ({s['hi_rate_samples']} samples)", "", 1)
+    for k, c in R.get("B13", {}).items():
+        for n, p in c["programs"].items():
+            row("B13", f"{n} on {k} (kernel bpf_stats)", f"empty {p['empty_ns_per_run']:.0f} ns/run",
+                f"{p['ns_per_run']:.0f}", f"{p['over_empty_ns_per_run']:+.0f} ns/run over empty", f"{p['runs']} runs",
+                "", "")
+        if c.get("over_empty_ns_per_record") is not None:
+            row("B13", f"{k}: all four programs over empty, per record", "", "",
+                f"{c['over_empty_ns_per_record']:+.0f} ns/record", f"{c['records']} records", "", "")
     if "B5" in R:
         b = R["B5"]["base"]
         row("B5", "ring: 16 MiB / 10 ms, 1 generator", f"{b['gen_rate_per_s'] / 1e6:.2f} M ev/s offered",
@@ -984,6 +1076,12 @@ def build_table(res, env, quick):
         targets.append(("recorded event ≤ 300 ns over the empty program (sched switch, ioctl)",
                         max(rec.values()) <= 300,
                         ", ".join(f"{k} {v:+.0f} ns/record over empty" for k, v in rec.items())))
+    rec13 = {k: c["over_empty_ns_per_record"] for k, c in R.get("B13", {}).items()
+             if c.get("over_empty_ns_per_record") is not None}
+    if rec13:
+        targets.append(("recorded event ≤ 300 ns over the empty program, the programs' own time (B13)",
+                        max(rec13.values()) <= 300,
+                        ", ".join(f"{k} {v:+.0f} ns/record" for k, v in rec13.items())))
     if "B4-sched" in R:
         worst = max(R["B4-sched"]["ns_per_event"], R["B4-syscall"]["ns_per_event"])
         targets.append(("B4 non-target events ≤ 60 ns each", worst <= 60,
@@ -1036,7 +1134,7 @@ def main():
     ap.add_argument("--build-dir", default=None)
     ap.add_argument("--out", default="/tmp/steptrace-bench.json", help="JSON results")
     ap.add_argument("--md", default=None, help="also write the tables as Markdown here")
-    ap.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,B9,B10,B11,B12")
+    ap.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,B9,B10,B11,B12,B13")
     ap.add_argument("--pairs", type=int, default=None, help="A/B pairs per micro benchmark (default 7)")
     ap.add_argument("--pairs-b7", type=int, default=None, help="A/B pairs per B7 point (default 6)")
     ap.add_argument("--compute-ms", default="1,10,100", help="B7 sweep")
@@ -1067,7 +1165,7 @@ def main():
     steal0, tot0 = steal_and_total_ticks()
     errors = []
     loads = {}
-    for bid in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B9", "B10", "B11", "B12"):
+    for bid in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B9", "B10", "B11", "B12", "B13"):
         if bid not in only:
             continue
         b.log(f"bench: {bid} ({time.monotonic() - t_start:.0f} s)")

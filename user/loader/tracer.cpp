@@ -279,6 +279,10 @@ Status BpfTracer::add_target(uint32_t tgid, int* err_no) {
     return make_error(fmt::format("cannot add pid {} to the target set: {}", tgid,
                                   e == E2BIG ? "the target map is full" : std::strerror(e)));
   }
+  // The programs test the bit (common.bpf.h, st_target_bits); an atomic or,
+  // as a fork on another CPU may set a bit of the same word meanwhile.
+  __atomic_fetch_or(&skel_->bss->st_target_bits[(tgid >> 6) & (ST_TARGET_BITS_WORDS - 1)], 1ull << (tgid & 63),
+                    __ATOMIC_SEQ_CST);
   return Ok{};
 }
 
