@@ -82,26 +82,46 @@ static __always_inline void st_accel_classify(__u32 cmd, __u32 *size_off, __u32 
 /* What an fd is, for the syscall tier. */
 enum st_devfile { ST_DEVFILE_NONE = 0, ST_DEVFILE_NEURON = 1, ST_DEVFILE_RDMA = 2 };
 
-/* fd -> (class, device index, flags): a Neuron device or a uverbs file. */
-static __always_inline int st_devfile_match(int fd, __u32 *dev_index, __u32 *flags)
+/*
+ * fd -> (class, device index, flags): a Neuron device or a uverbs file.
+ *
+ * The task's fd table is reached by direct loads (the task is a BTF
+ * pointer); the fd's struct file and what follows by bpf_probe_read_kernel
+ * (an fd indexes an array, which the verifier does not allow on a BTF
+ * pointer). A device file once matched is kept in the thread's state, keyed
+ * by its inode's address and number: a runtime that issues thousands of
+ * ioctls a second on one device pays two reads per call instead of the
+ * inode walk and the st_accel_devs lookup (bpf_stats, B13: st_sys_enter on
+ * the ioctl loop, see docs/performance.md). Only matches are kept: a file
+ * named with --accel-dev may be registered after the job first used it.
+ */
+static __always_inline int st_devfile_match(struct st_task_state *ts, int fd, __u32 *dev_index, __u32 *flags)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
+	struct fdtable *fdt;
 	struct file **fds;
 	struct file *f = NULL;
 	struct inode *ino;
-	unsigned int max_fds;
+	unsigned long i_ino;
+	int cls = ST_DEVFILE_NONE;
 
 	if (fd < 0)
 		return ST_DEVFILE_NONE;
-	max_fds = BPF_CORE_READ(t, files, fdt, max_fds);
-	if ((unsigned int)fd >= max_fds)
+	fdt = t->files->fdt;
+	if (!fdt || (unsigned int)fd >= fdt->max_fds)
 		return ST_DEVFILE_NONE;
-	fds = BPF_CORE_READ(t, files, fdt, fd);
+	fds = fdt->fd;
 	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
 		return ST_DEVFILE_NONE;
 	ino = BPF_CORE_READ(f, f_inode);
 	if (!ino)
 		return ST_DEVFILE_NONE;
+	i_ino = BPF_CORE_READ(ino, i_ino);
+	if (ts->devfile_class && ts->devfile_inode == (__u64)ino && ts->devfile_ino == i_ino) {
+		*dev_index = ts->devfile_index;
+		*flags = ts->devfile_flags;
+		return ts->devfile_class;
+	}
 
 	/* Real devices: char devices whose major is "neuron" / "infiniband_verbs" in /proc/devices. */
 	if (st_cfg.neuron_major || st_cfg.uverbs_major) {
@@ -112,32 +132,38 @@ static __always_inline int st_devfile_match(int fd, __u32 *dev_index, __u32 *fla
 			if (st_cfg.neuron_major && (rdev >> 20) == st_cfg.neuron_major) {
 				*dev_index = rdev & 0xfffff;
 				*flags = ST_ACCEL_BY_MAJOR;
-				return ST_DEVFILE_NEURON;
-			}
-			if (st_cfg.uverbs_major && (rdev >> 20) == st_cfg.uverbs_major) {
+				cls = ST_DEVFILE_NEURON;
+			} else if (st_cfg.uverbs_major && (rdev >> 20) == st_cfg.uverbs_major) {
 				__u32 minor = rdev & 0xfffff;
 
 				*dev_index = minor >= UVERBS_FIRST_MINOR ? minor - UVERBS_FIRST_MINOR : minor;
 				*flags = ST_RDMA_BY_MAJOR;
-				return ST_DEVFILE_RDMA;
+				cls = ST_DEVFILE_RDMA;
 			}
 		}
 	}
 	/* A file named with --accel-dev / --rdma-dev (works for a simulated device too). */
-	if (st_cfg.n_accel_devs) {
+	if (cls == ST_DEVFILE_NONE && st_cfg.n_accel_devs) {
 		struct st_accel_dev_key key = {};
 		__u32 *idx;
 
 		key.dev = BPF_CORE_READ(ino, i_sb, s_dev);
-		key.ino = BPF_CORE_READ(ino, i_ino);
+		key.ino = i_ino;
 		idx = bpf_map_lookup_elem(&st_accel_devs, &key);
 		if (idx) {
 			*dev_index = *idx & ~ST_DEV_IS_RDMA;
 			*flags = 0;
-			return (*idx & ST_DEV_IS_RDMA) ? ST_DEVFILE_RDMA : ST_DEVFILE_NEURON;
+			cls = (*idx & ST_DEV_IS_RDMA) ? ST_DEVFILE_RDMA : ST_DEVFILE_NEURON;
 		}
 	}
-	return ST_DEVFILE_NONE;
+	if (cls != ST_DEVFILE_NONE) {
+		ts->devfile_inode = (__u64)ino;
+		ts->devfile_ino = i_ino;
+		ts->devfile_index = *dev_index;
+		ts->devfile_flags = *flags;
+		ts->devfile_class = cls;
+	}
+	return cls;
 }
 
 /* Remember an accelerator ioctl in flight: cmd, device, and the bytes it moves. */
@@ -182,7 +208,7 @@ static __always_inline void st_accel_enter(struct st_task_state *ts, struct pt_r
 	/* Neuron commands carry magic 'N'; anything else cannot be ours. */
 	if (NEURON_IOC_TYPE(cmd) != NEURON_IOC_MAGIC)
 		return;
-	if (st_devfile_match(fd, &dev_index, &flags) != ST_DEVFILE_NEURON)
+	if (st_devfile_match(ts, fd, &dev_index, &flags) != ST_DEVFILE_NEURON)
 		return;
 	st_accel_record(ts, fd, cmd, arg, dev_index, flags);
 }
@@ -292,7 +318,7 @@ static __always_inline void st_rdma_enter(struct st_task_state *ts, struct pt_re
 
 	if (id == ST_NR_IOCTL && (__u32)si != RDMA_VERBS_IOCTL_CMD)
 		return;
-	if (st_devfile_match(fd, &dev_index, &flags) != ST_DEVFILE_RDMA)
+	if (st_devfile_match(ts, fd, &dev_index, &flags) != ST_DEVFILE_RDMA)
 		return;
 	if (id == ST_NR_IOCTL)
 		st_rdma_ioctl_enter(ts, (void *)dx, dev_index, flags);

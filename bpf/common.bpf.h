@@ -131,6 +131,14 @@ struct st_task_state {
 	__u64 irq_since;   /* when the first handler of the unsent time began */
 	__u32 reclaim_kind;
 	__u64 reclaim_start;
+	/* The device file this thread last used (accel_ioctl.bpf.c,
+	 * st_devfile_match): its inode's address and number, and what it is
+	 * (enum st_devfile; 0 = none kept). */
+	__u64 devfile_inode;
+	__u64 devfile_ino;
+	__u32 devfile_index;
+	__u32 devfile_flags;
+	__u32 devfile_class;
 };
 
 /*
