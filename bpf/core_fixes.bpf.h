@@ -54,7 +54,10 @@ static __always_inline bool st_task_throttled(struct task_struct *t)
 	if (!bpf_core_field_exists(struct cfs_rq, throttle_count) ||
 	    !bpf_core_field_exists(struct sched_entity, cfs_rq))
 		return false;
-	return BPF_CORE_READ(t, se.cfs_rq, throttle_count) > 0;
+	/* t is a BTF pointer (sched_switch's prev): direct loads, no helper calls. */
+	struct cfs_rq *cfs_rq = t->se.cfs_rq;
+
+	return cfs_rq && cfs_rq->throttle_count > 0;
 }
 
 #endif /* STEPTRACE_CORE_FIXES_BPF_H */
