@@ -11,6 +11,7 @@ CPU time (the machine is a shared VM: wall time also counts other tenants);
 the training step (B7) is judged on wall time, which is what a job feels.
 """
 import argparse
+import contextlib
 import json
 import shlex
 import os
@@ -68,6 +69,27 @@ def read(path, default=""):
             return f.read()
     except OSError:
         return default
+
+
+@contextlib.contextmanager
+def bpf_stats_on():
+    """kernel.bpf_stats_enabled on for the block (each program's run_time_ns
+    and run_cnt), restored after; a kernel without it leaves them 0."""
+    path = "/proc/sys/kernel/bpf_stats_enabled"
+    before = read(path, "0").strip() or "0"
+    try:
+        with open(path, "w") as fh:
+            fh.write("1")
+    except OSError:
+        pass
+    try:
+        yield
+    finally:
+        try:
+            with open(path, "w") as fh:
+                fh.write(before)
+        except OSError:
+            pass
 
 
 def proc_cpu_ns(pid):
@@ -479,21 +501,8 @@ class Bench:
                     return v
                 return f
 
-            stats_path = "/proc/sys/kernel/bpf_stats_enabled"
-            stats_before = read(stats_path, "0").strip() or "0"
-            try:
-                with open(stats_path, "w") as fh:
-                    fh.write("1")
-            except OSError:
-                pass
-            try:
+            with bpf_stats_on():
                 pairs = self.ab(self.a.pairs, traced("sched,block,net,accel,uprobe"), traced("all"))
-            finally:
-                try:
-                    with open(stats_path, "w") as fh:
-                        fh.write(stats_before)
-                except OSError:
-                    pass
         finally:
             idle.kill()
             idle.wait()
@@ -700,8 +709,6 @@ class Bench:
         self.check("B12 49 Hz records samples", s["samples_per_run"] > 0, f"{s['samples_per_run']}")
         # Per run of the program, at 999 Hz (every run of it, target or not:
         # an idle CPU's tick runs it too and returns at the filter).
-        stats_path = "/proc/sys/kernel/bpf_stats_enabled"
-        before = read(stats_path, "0").strip() or "0"
         best = {"run_time_ns": 0, "run_cnt": 0}
         stop = threading.Event()
 
@@ -716,23 +723,14 @@ class Bench:
                 except (OSError, ValueError, subprocess.SubprocessError):
                     pass
 
-        try:
-            with open(stats_path, "w") as fh:
-                fh.write("1")
-        except OSError:
-            pass
-        th = threading.Thread(target=poll, daemon=True)
-        th.start()
-        try:
-            hi = self.trainsim_traced(ms, steps, st_opts=["--sample-hz", "999"])
-        finally:
-            stop.set()
-            th.join()
+        with bpf_stats_on():
+            th = threading.Thread(target=poll, daemon=True)
+            th.start()
             try:
-                with open(stats_path, "w") as fh:
-                    fh.write(before)
-            except OSError:
-                pass
+                hi = self.trainsim_traced(ms, steps, st_opts=["--sample-hz", "999"])
+            finally:
+                stop.set()
+                th.join()
         s["hi_rate_samples"] = hi["cpu_samples"]
         s["prog_runs"] = best["run_cnt"]
         s["prog_ns_per_run"] = best["run_time_ns"] / best["run_cnt"] if best["run_cnt"] else None
@@ -771,8 +769,6 @@ class Bench:
         # that returns at once on the same hook. Per record: the traced
         # programs' time less what the empty ones would have taken for as
         # many runs, over the records they wrote.
-        stats_path = "/proc/sys/kernel/bpf_stats_enabled"
-        before = read(stats_path, "0").strip() or "0"
         cases = {
             "sched": ("pingpong", ["--iters", str(self.a.scale(100000, 5000)), "--cpu", "0"],
                       ["--collectors", "sched"], "sched,syscall"),
@@ -780,9 +776,7 @@ class Bench:
                       ["--accel-dev", self.accel_file], "sched,syscall,block,net"),
         }
         res = {}
-        try:
-            with open(stats_path, "w") as fh:
-                fh.write("1")
+        with bpf_stats_on():
             for name, (mode, extra, st_opts, sets) in cases.items():
                 per = {}
                 recs = []
@@ -814,12 +808,6 @@ class Bench:
                            len(out["programs"]) == 4, f"{sorted(per)}")
                 out["over_empty_ns_per_record"] = sum(extra_ns) / out["records"] if out["records"] else None
                 res[name] = out
-        finally:
-            try:
-                with open(stats_path, "w") as fh:
-                    fh.write(before)
-            except OSError:
-                pass
         self.results["B13"] = res
 
     def b9(self):
