@@ -9,13 +9,17 @@
 
 #include "steptrace_marker.h"
 
+/* At least `ms` of wall clock, counted in ns: whole milliseconds of
+ * (tv_nsec difference) truncate toward zero when a second boundary falls
+ * inside the spin, which ended it up to 1 ms early (a CI run saw a 9.05 ms
+ * spin of 10). */
 static void spin_ms(long ms)
 {
 	struct timespec a, b;
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	do {
 		clock_gettime(CLOCK_MONOTONIC, &b);
-	} while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
+	} while ((long long)(b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec) < (long long)ms * 1000000LL);
 }
 
 int main(int argc, char **argv)
