@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <vector>
@@ -261,7 +262,24 @@ TEST_CASE("accuracy: a cgroup CPU quota on the main threads is measured and name
                      10.0);
   const auto* f = named(res, steptrace::StealCause::cpu_throttling);
   REQUIRE(f != nullptr);
-  CHECK(f->ranks.size() == res.truth.rank_data.size());
+  // Named on the ranks whose steps the quota lengthened. Each rank's quota
+  // period runs at its own phase against the steps: a rank throttled while
+  // its device works, then waiting in the all-reduce for a rank throttled on
+  // its critical path, loses little to it (CI: rank 0 2.0 % cpu_contention in
+  // the truth, rank 1 32.8 %; only rank 1 named, rightly). So: every rank
+  // whose truth puts a tenth of the step in cpu_contention is named.
+  for (const auto& tr : res.truth.rank_data) {
+    double contention = 0, dur = 0;
+    for (size_t i = 1; i < tr.steps.size(); ++i) {
+      const auto& st = tr.steps[i];
+      if (auto it = st.breakdown.find("cpu_contention"); it != st.breakdown.end())
+        contention += static_cast<double>(it->second);
+      dur += static_cast<double>(st.end_ns - st.start_ns);
+    }
+    const double share = dur > 0 ? contention / dur : 0;
+    INFO("rank " << tr.rank << ": truth cpu_contention " << 100 * share << " % of the step");
+    if (share >= 0.10) CHECK(std::find(f->ranks.begin(), f->ranks.end(), tr.rank) != f->ranks.end());
+  }
   CHECK(res.report.job.verdict.headline.find("CPU quota") != std::string::npos);
   CHECK(res.report.job.verdict.recommendation.find("cpu.max") != std::string::npos);
 }
