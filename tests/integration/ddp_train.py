@@ -10,7 +10,8 @@ marker, no accelerator: steptrace must find the steps on its own.
 Each rank writes what really happened (CLOCK_MONOTONIC, the clock BPF uses)
 to <out>/rank<N>.json: the process id and, per step, when the loop asked for
 the batch (start), when optimizer.step() returned (end), how long it waited
-for the batch (data_ns) and how long the gradients' all-reduce ran in the
+for the batch (data_ns; data_cpu_ns of it the main thread's own CPU time)
+and how long the gradients' all-reduce ran in the
 step (coll_ns: from when DDP handed a bucket to the communication hook to
 when its all-reduce completed, buckets' spans merged).
 
@@ -93,14 +94,19 @@ def run_rank(rank, world, port, args):
     it = iter(loader)
     for _ in range(args.steps):
         start = time.monotonic_ns()
+        cpu0 = time.thread_time_ns()
         x, y = next(it)
         got = time.monotonic_ns()
+        # The main thread's own CPU inside next(it) (the DataLoader's
+        # bookkeeping, unpickling the batch, mapping its tensors): host time
+        # to the kernel, not a wait for the loaders.
+        data_cpu = time.thread_time_ns() - cpu0
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()  # DDP all-reduces the gradients over gloo here
         opt.step()
         end = time.monotonic_ns()
-        steps.append({"start_ns": start, "end_ns": end, "data_ns": got - start,
+        steps.append({"start_ns": start, "end_ns": end, "data_ns": got - start, "data_cpu_ns": data_cpu,
                       "coll_ns": merged_overlap(coll_spans, start, end)})
         coll_spans.clear()
     with open(os.path.join(args.out, f"rank{rank}.json"), "w") as f:

@@ -173,7 +173,7 @@ void check_ddp_steps(const DdpRun& run, int steps) {
     REQUIRE(ts.size() == static_cast<size_t>(steps));
     REQUIRE(rr.steps.size() == static_cast<size_t>(steps));
     int close = 0;
-    double dur_err = 0, coll_truth = 0, coll_traced = 0, data_truth = 0, data_traced = 0;
+    double dur_err = 0, coll_truth = 0, coll_traced = 0, data_truth = 0, data_wait_truth = 0, data_traced = 0;
     for (int k = 1; k < steps; ++k) {
       const auto& t = ts[static_cast<size_t>(k)];
       const auto& st = rr.steps[static_cast<size_t>(k)];
@@ -187,6 +187,7 @@ void check_ddp_steps(const DdpRun& run, int steps) {
       const double tdur = static_cast<double>(t1 - t0), sdur = static_cast<double>(st.duration());
       coll_truth += static_cast<double>(t["coll_ns"].get<int64_t>()) / tdur;
       data_truth += static_cast<double>(t["data_ns"].get<int64_t>()) / tdur;
+      data_wait_truth += static_cast<double>(t["data_ns"].get<int64_t>() - t["data_cpu_ns"].get<int64_t>()) / tdur;
       coll_traced += static_cast<double>(st.ns[static_cast<size_t>(Category::collective)]) / sdur;
       data_traced += static_cast<double>(st.ns[static_cast<size_t>(Category::data_loading)]) / sdur;
     }
@@ -202,17 +203,45 @@ void check_ddp_steps(const DdpRun& run, int steps) {
     // main thread's own CPU around the wait (the DataLoader's bookkeeping,
     // unpickling the batch and mapping its shared-memory tensors). The kernel
     // sees that as the main thread running: host time, not a wait for the
-    // loaders. So the tracer's share may fall short of the job's, more so on a
-    // loaded machine (CI, slow-storage shape: 51.3 % / 48.0 % at 330 ms steps,
-    // 40.8 % / 36.6 % in another run; local runs within 1.3 pp), but never
-    // exceeds it: 3 pp above, and 3 pp or 15 % of the job's share below.
-    const double data_job = 100 * data_truth / n, data_seen = 100 * data_traced / n;
-    INFO("data loading: job " << data_job << " %, traced " << data_seen << " %");
+    // loaders. So the tracer's share never exceeds the job's timer (3 pp
+    // above at most), and is at least the part of it the main thread spent
+    // off the CPU (the job's timer less its thread CPU time), less 3 pp or
+    // 15 % of it: a runqueue wait inside next(it) is cpu_contention to the
+    // tracer. (With loaders ahead, next(it) is mostly CPU: one run here had
+    // 3.2 % by the job's timer against 0.1 % traced.)
+    const double data_job = 100 * data_truth / n, data_wait = 100 * data_wait_truth / n,
+                 data_seen = 100 * data_traced / n;
+    INFO("data loading: job " << data_job << " % (" << data_wait << " % off its CPU), traced " << data_seen << " %");
     CHECK(data_seen <= data_job + 3.0);
-    CHECK(data_seen >= data_job - std::max(3.0, 0.15 * data_job));
+    CHECK(data_seen >= data_wait - std::max(3.0, 0.15 * data_wait));
     // Step 0 waits for the loader workers to start: data loading.
     CHECK(rr.steps[0].gating == Category::data_loading);
   }
+}
+
+// Two ranks running the same loop: no straggler, unless the job's own timers
+// show one holding the other back - its peer waited in the all-reduce 5 pp
+// of the step longer than it did. On 2 vCPUs shared by two ranks, four
+// loaders and gloo's threads one rank does fall behind in some runs (here:
+// rank 1 waited 33.6 % of the step in the all-reduce, rank 0 17.7 %, and
+// rank 0 was named), and naming it then is right.
+void check_symmetric_straggler(const DdpRun& run, int steps) {
+  const int named = run.report.job.verdict.straggler_rank;
+  INFO("straggler named: rank " << named << "; " << run.report.job.verdict.headline);
+  if (named == -1) return;
+  double coll[2] = {0, 0};
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto& ts = run.truth[static_cast<size_t>(rank)]["steps"];
+    for (int k = 1; k < steps; ++k) {
+      const auto& t = ts[static_cast<size_t>(k)];
+      coll[rank] += 100.0 * static_cast<double>(t["coll_ns"].get<int64_t>()) /
+                    static_cast<double>(t["end_ns"].get<int64_t>() - t["start_ns"].get<int64_t>()) / (steps - 1);
+    }
+  }
+  const int late = run.traced[0]->rank == named ? 0 : 1;
+  REQUIRE(run.traced[static_cast<size_t>(late)]->rank == named);
+  INFO("collective by the job's timers: rank 0 " << coll[0] << " %, rank 1 " << coll[1] << " %");
+  CHECK(coll[1 - late] - coll[late] >= 5.0);
 }
 
 }  // namespace
@@ -221,7 +250,7 @@ TEST_CASE("steps: a CPU-only PyTorch DDP job is cut into its steps with no confi
   DdpRun run;
   run_ddp({}, run);
   check_ddp_steps(run, 20);
-  CHECK(run.report.job.verdict.straggler_rank == -1);  // two ranks running the same loop: a symmetric job
+  check_symmetric_straggler(run, 20);
   // The socket evidence names a gradient socket (gloo's, off the main
   // thread), not the rendezvous store's, and it moved real bytes per step.
   bool socket_line = false;
@@ -243,7 +272,7 @@ TEST_CASE("steps: a compute-heavy PyTorch DDP job splits as its own timers do", 
   DdpRun run;
   run_ddp({{"--batch", "128"}, "", 12}, run);
   check_ddp_steps(run, 12);
-  CHECK(run.report.job.verdict.straggler_rank == -1);
+  check_symmetric_straggler(run, 12);
   // Host compute (or, on a busy machine, waiting for a CPU to compute on)
   // is the step.
   const auto& share = run.report.job.mean_share;
