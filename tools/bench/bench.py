@@ -262,7 +262,7 @@ class Bench:
     def with_empty(self, sets, fn):
         st = subprocess.Popen([self.empty, sets], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = st.stdout.readline()
-        want = sum({"sched": 7, "syscall": 2, "block": 3, "net": 3}[x] for x in sets.split(","))
+        want = sum({"sched": 7, "syscall": 2, "syscall-tp": 2, "block": 3, "net": 3}[x] for x in sets.split(","))
         if line.split() != ["attached", str(want)]:
             st.kill()
             st.wait()
@@ -810,6 +810,38 @@ class Bench:
                 res[name] = out
         self.results["B13"] = res
 
+    def b14(self):
+        # The syscall tier where kprobes are missing (this kernel): the raw
+        # sys_enter/sys_exit hooks the tracer uses, where every syscall of
+        # every task runs the program, against the per-syscall tracepoints
+        # syscalls:sys_{enter,exit}_ioctl, which hang off the same raw hooks
+        # (ftrace tests a bit per syscall number) and build a record only for
+        # a hooked call. Empty programs on both, so the hook's own cost: on a
+        # getppid loop (a syscall the per-syscall tier does not hook: what
+        # every other task on the host pays) and on the ioctl loop (hooked by
+        # both: what the runtime's device calls pay).
+        res = {}
+        loops = (("getppid", "getppid", ["--iters", str(self.a.scale(1000000, 20000))]),
+                 ("ioctl", "ioctl", ["--dev", self.accel_file, "--iters", str(self.a.scale(300000, 5000))]))
+        for name, mode, extra in loops:
+            def bare(mode=mode, extra=extra):
+                return self.run_bare(mode, extra)
+
+            def raw(mode=mode, extra=extra):
+                return self.run_empty("syscall", mode, extra)
+
+            def per_syscall(mode=mode, extra=extra):
+                return self.run_empty("syscall-tp", mode, extra)
+
+            p_raw, p_tp = self.arms(self.a.pairs, bare, raw, per_syscall)
+            r = self.summarize(p_raw, lambda x: x["cpu_ns_per_op"], 1)
+            t = self.summarize(p_tp, lambda x: x["cpu_ns_per_op"], 1)
+            res[name] = {"bare_ns_per_call": r["a_median"], "raw_ns_per_call": r["diff_median"],
+                         "per_syscall_ns_per_call": t["diff_median"], "pairs": r["pairs"],
+                         "raw_iqr": r["slowdown_iqr"], "per_syscall_iqr": t["slowdown_iqr"]}
+        self.check("B14 both tiers measured on both loops", len(res) == 2, f"{sorted(res)}")
+        self.results["B14"] = res
+
     def b9(self):
         idle = self.idle_target()
         secs = 3 if self.a.quick else 10
@@ -994,6 +1026,11 @@ def build_table(res, env, quick):
         if c.get("over_empty_ns_per_record") is not None:
             row("B13", f"{k}: all four programs over empty, per record", "", "",
                 f"{c['over_empty_ns_per_record']:+.0f} ns/record", f"{c['records']} records", "", "")
+    for k, c in R.get("B14", {}).items():
+        row("B14", f"{k} loop: empty raw sys_enter+sys_exit vs empty syscalls:sys_*_ioctl",
+            f"{c['bare_ns_per_call']:.0f} ns/call bare", f"raw {c['raw_ns_per_call']:+.0f} ns/call",
+            f"per-syscall {c['per_syscall_ns_per_call']:+.0f} ns/call", "",
+            f"IQR {100 * c['raw_iqr']:.1f} / {100 * c['per_syscall_iqr']:.1f} pp", c["pairs"])
     if "B5" in R:
         b = R["B5"]["base"]
         row("B5", "ring: 16 MiB / 10 ms, 1 generator", f"{b['gen_rate_per_s'] / 1e6:.2f} M ev/s offered",
@@ -1124,7 +1161,7 @@ def main():
     ap.add_argument("--build-dir", default=None)
     ap.add_argument("--out", default="/tmp/steptrace-bench.json", help="JSON results")
     ap.add_argument("--md", default=None, help="also write the tables as Markdown here")
-    ap.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,B9,B10,B11,B12,B13")
+    ap.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,B9,B10,B11,B12,B13,B14")
     ap.add_argument("--pairs", type=int, default=None, help="A/B pairs per micro benchmark (default 7)")
     ap.add_argument("--pairs-b7", type=int, default=None, help="A/B pairs per B7 point (default 6)")
     ap.add_argument("--compute-ms", default="1,10,100", help="B7 sweep")
@@ -1155,7 +1192,7 @@ def main():
     steal0, tot0 = steal_and_total_ticks()
     errors = []
     loads = {}
-    for bid in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B9", "B10", "B11", "B12", "B13"):
+    for bid in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B9", "B10", "B11", "B12", "B13", "B14"):
         if bid not in only:
             continue
         b.log(f"bench: {bid} ({time.monotonic() - t_start:.0f} s)")

@@ -23,6 +23,15 @@ SEC("tp_btf/task_rename") int empty_task_rename(void *ctx) { return 0; }
 SEC("tp_btf/sys_enter") int empty_sys_enter(void *ctx) { return 0; }
 SEC("tp_btf/sys_exit") int empty_sys_exit(void *ctx) { return 0; }
 
+/*
+ * syscall-tp: the per-syscall tracepoints the accelerator tier could use
+ * instead (B14). ftrace's syscall events hang off the same raw sys_enter and
+ * sys_exit tracepoints and test one bit per syscall number; only a hooked
+ * call builds a record for the program.
+ */
+SEC("tracepoint/syscalls/sys_enter_ioctl") int empty_tp_sys_enter_ioctl(void *ctx) { return 0; }
+SEC("tracepoint/syscalls/sys_exit_ioctl") int empty_tp_sys_exit_ioctl(void *ctx) { return 0; }
+
 /* block: block.bpf.c's request hooks. */
 SEC("tp_btf/block_rq_insert") int empty_block_rq_insert(void *ctx) { return 0; }
 SEC("tp_btf/block_rq_issue") int empty_block_rq_issue(void *ctx) { return 0; }
