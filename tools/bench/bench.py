@@ -842,6 +842,93 @@ class Bench:
         self.check("B14 both tiers measured on both loops", len(res) == 2, f"{sorted(res)}")
         self.results["B14"] = res
 
+    # -- B15: the daemon at its default CPU budget on every trainsim scenario
+    B15_LEVELS = ("full", "slow_drain", "sampled", "aggregated", "no_net", "no_block", "no_sched", "paused")
+
+    def b15(self):
+        if not os.access(self.trainsim, os.X_OK):
+            if self.a.quick:
+                self.log(f"  B15 skipped: no {self.trainsim}")
+                return
+            raise HarnessError(f"missing {self.trainsim}")
+        import socket
+        import urllib.request
+        d = tempfile.mkdtemp(dir=self.work)
+        dev = os.path.join(d, "dev")
+        os.mkdir(dev)
+        with open(os.path.join(d, "empty.toml"), "w") as f:
+            f.write("# bench B15: every setting at its default\n")
+        with socket.socket() as so:
+            so.bind(("127.0.0.1", 0))
+            port = so.getsockname()[1]
+        cmd = [self.steptrace, "daemon", "--config", os.path.join(d, "empty.toml"), "--listen", f"127.0.0.1:{port}",
+               "--dump-dir", os.path.join(d, "dumps"), "--control-socket", os.path.join(d, "run", "control.sock"),
+               "--rdma-dev", os.path.join(dev, "uverbs0"), "--host", "bench"]
+        for r in range(self.a.ranks):
+            cmd += ["--accel-dev", os.path.join(dev, f"neuron{r}")]
+        log = open(os.path.join(d, "daemon.log"), "w")
+        daemon = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+
+        def scrape():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    text = r.read().decode()
+            except OSError:
+                return None
+            m = {}
+            for line in text.splitlines():
+                for name in ("steptrace_degradation_level", "steptrace_cpu_usage_ratio", "steptrace_cpu_budget_ratio",
+                             "steptrace_tracked_processes"):
+                    if line.startswith(name + "{") or line.startswith(name + " "):
+                        m[name] = float(line.rsplit(" ", 1)[1])
+            return m
+
+        res = {}
+        try:
+            end = time.monotonic() + 30
+            while scrape() is None:
+                if daemon.poll() is not None or time.monotonic() > end:
+                    raise HarnessError(f"B15: the daemon did not come up: {read(os.path.join(d, 'daemon.log'))[-2000:]}")
+                time.sleep(0.2)
+            names = ["compute-bound"] if self.a.quick else \
+                subprocess.run([self.trainsim, "--list-scenarios"], capture_output=True, text=True,
+                               check=True).stdout.split()
+            secs = 4 if self.a.quick else 20
+            for name in names:
+                self.log(f"  B15 daemon on {name}, {secs} s")
+                seen = []
+                c0, t0 = proc_cpu_ns(daemon.pid), time.monotonic()
+                sim = subprocess.Popen([self.trainsim, "--scenario", name, "-r", str(self.a.ranks), "--duration",
+                                        str(secs), "--steps", "100000", "--dev-dir", dev],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                while sim.poll() is None:
+                    m = scrape()
+                    if m:
+                        seen.append(m)
+                    time.sleep(1)
+                err = sim.stderr.read()
+                cpu = (proc_cpu_ns(daemon.pid) - c0) / 1e9 / (time.monotonic() - t0)
+                if sim.returncode != 0:
+                    raise HarnessError(f"B15: trainsim {name} failed ({sim.returncode}): {err[-2000:]}")
+                lv = [int(m.get("steptrace_degradation_level", -1)) for m in seen]
+                use = [m["steptrace_cpu_usage_ratio"] for m in seen if "steptrace_cpu_usage_ratio" in m]
+                res[name] = {"scrapes": len(seen), "levels": lv, "max_level": max(lv) if lv else None,
+                             "max_level_name": self.B15_LEVELS[max(lv)] if lv and 0 <= max(lv) < 8 else None,
+                             "tracked_max": max((m.get("steptrace_tracked_processes", 0) for m in seen), default=0),
+                             "budget_ratio": seen[-1].get("steptrace_cpu_budget_ratio") if seen else None,
+                             "usage_ratio_median": median(use) if use else None,
+                             "usage_ratio_max": max(use) if use else None,
+                             "daemon_user_sys_cpu_share": cpu}
+                # Let the window average settle back before the next scenario.
+                time.sleep(0 if self.a.quick else 5)
+        finally:
+            stop(daemon, signal.SIGTERM, 30)
+            log.close()
+        self.check("B15 the daemon was scraped during every scenario and tracked the job",
+                   all(r["scrapes"] > 0 and r["tracked_max"] >= 1 for r in res.values()) and len(res) > 0,
+                   json.dumps({k: (r["scrapes"], r["tracked_max"]) for k, r in res.items()}))
+        self.results["B15"] = res
+
     def b9(self):
         idle = self.idle_target()
         secs = 3 if self.a.quick else 10
@@ -1031,6 +1118,12 @@ def build_table(res, env, quick):
             f"{c['bare_ns_per_call']:.0f} ns/call bare", f"raw {c['raw_ns_per_call']:+.0f} ns/call",
             f"per-syscall {c['per_syscall_ns_per_call']:+.0f} ns/call", "",
             f"IQR {100 * c['raw_iqr']:.1f} / {100 * c['per_syscall_iqr']:.1f} pp", c["pairs"])
+    for k, c in R.get("B15", {}).items():
+        row("B15", f"daemon, default budget, trainsim {k}",
+            f"budget {100 * (c['budget_ratio'] or 0):.1f} % of a core",
+            f"usage median {100 * (c['usage_ratio_median'] or 0):.2f} %, max {100 * (c['usage_ratio_max'] or 0):.2f} %",
+            f"deepest level {c['max_level_name']}", f"userspace {100 * c['daemon_user_sys_cpu_share']:.2f} % of a core",
+            f"{c['scrapes']} scrapes", 1)
     if "B5" in R:
         b = R["B5"]["base"]
         row("B5", "ring: 16 MiB / 10 ms, 1 generator", f"{b['gen_rate_per_s'] / 1e6:.2f} M ev/s offered",
@@ -1161,7 +1254,7 @@ def main():
     ap.add_argument("--build-dir", default=None)
     ap.add_argument("--out", default="/tmp/steptrace-bench.json", help="JSON results")
     ap.add_argument("--md", default=None, help="also write the tables as Markdown here")
-    ap.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,B9,B10,B11,B12,B13,B14")
+    ap.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,B9,B10,B11,B12,B13,B14,B15")
     ap.add_argument("--pairs", type=int, default=None, help="A/B pairs per micro benchmark (default 7)")
     ap.add_argument("--pairs-b7", type=int, default=None, help="A/B pairs per B7 point (default 6)")
     ap.add_argument("--compute-ms", default="1,10,100", help="B7 sweep")
@@ -1192,7 +1285,7 @@ def main():
     steal0, tot0 = steal_and_total_ticks()
     errors = []
     loads = {}
-    for bid in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B9", "B10", "B11", "B12", "B13", "B14"):
+    for bid in ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B9", "B10", "B11", "B12", "B13", "B14", "B15"):
         if bid not in only:
             continue
         b.log(f"bench: {bid} ({time.monotonic() - t_start:.0f} s)")
