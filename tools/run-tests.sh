@@ -43,4 +43,6 @@ unset ASAN_OPTIONS UBSAN_OPTIONS
 export BUILD_DIR=$top/build-release
 "$top/tools/build.sh" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 (cd "$BUILD_DIR" && ctest --output-on-failure -j1 --timeout 600 -R "$serial" -E "$optional") || rc=1
+# Each failed test's assertions again, last: a reader of the log's tail sees why.
+if [ $rc -ne 0 ]; then python3 "$top/tools/ci-failures.py" "$top/build-test" "$top/build-release" || true; fi
 exit $rc

@@ -94,6 +94,7 @@ def run_rank(rank, world, port, args):
     it = iter(loader)
     for _ in range(args.steps):
         start = time.monotonic_ns()
+        wait0 = run_delay_ns()
         cpu0 = time.thread_time_ns()
         x, y = next(it)
         got = time.monotonic_ns()
@@ -107,6 +108,7 @@ def run_rank(rank, world, port, args):
         opt.step()
         end = time.monotonic_ns()
         steps.append({"start_ns": start, "end_ns": end, "data_ns": got - start, "data_cpu_ns": data_cpu,
+                      "run_delay_ns": run_delay_ns() - wait0,
                       "coll_ns": merged_overlap(coll_spans, start, end)})
         coll_spans.clear()
     with open(os.path.join(args.out, f"rank{rank}.json"), "w") as f:
@@ -117,6 +119,14 @@ def run_rank(rank, world, port, args):
     del it
     dist.barrier()
     dist.destroy_process_group()
+
+
+def run_delay_ns():
+    """The calling thread's time spent runnable but waiting for a CPU, so far
+    (schedstat's second field): a runqueue wait is cpu_contention to the
+    tracer, whatever the job's own timer was timing around it."""
+    with open("/proc/thread-self/schedstat") as f:
+        return int(f.read().split()[1])
 
 
 def merged_overlap(spans, lo, hi):

@@ -174,6 +174,7 @@ void check_ddp_steps(const DdpRun& run, int steps) {
     REQUIRE(rr.steps.size() == static_cast<size_t>(steps));
     int close = 0;
     double dur_err = 0, coll_truth = 0, coll_traced = 0, data_truth = 0, data_wait_truth = 0, data_traced = 0;
+    double delay_truth = 0, contention_traced = 0;
     for (int k = 1; k < steps; ++k) {
       const auto& t = ts[static_cast<size_t>(k)];
       const auto& st = rr.steps[static_cast<size_t>(k)];
@@ -190,12 +191,16 @@ void check_ddp_steps(const DdpRun& run, int steps) {
       data_wait_truth += static_cast<double>(t["data_ns"].get<int64_t>() - t["data_cpu_ns"].get<int64_t>()) / tdur;
       coll_traced += static_cast<double>(st.ns[static_cast<size_t>(Category::collective)]) / sdur;
       data_traced += static_cast<double>(st.ns[static_cast<size_t>(Category::data_loading)]) / sdur;
+      delay_truth += static_cast<double>(t["run_delay_ns"].get<int64_t>()) / tdur;
+      contention_traced += static_cast<double>(st.ns[static_cast<size_t>(Category::cpu_contention)]) / sdur;
     }
     const double n = steps - 1;
     std::printf("ddp rank %d: %d/%d step starts within max(10 ms, 8%%) of the job's own, mean duration error %.1f%%\n",
                 rank, close, steps - 1, 100 * dur_err / n);
-    std::printf("ddp rank %d: collective %.1f%% by the job's timers, %.1f%% traced; data %.1f%% / %.1f%%\n", rank,
-                100 * coll_truth / n, 100 * coll_traced / n, 100 * data_truth / n, 100 * data_traced / n);
+    std::printf("ddp rank %d: collective %.1f%% by the job's timers, %.1f%% traced; data %.1f%% / %.1f%%; "
+                "runqueue wait %.1f%% by schedstat, cpu_contention %.1f%% traced\n",
+                rank, 100 * coll_truth / n, 100 * coll_traced / n, 100 * data_truth / n, 100 * data_traced / n,
+                100 * delay_truth / n, 100 * contention_traced / n);
     CHECK(close >= steps - 3);
     CHECK(dur_err / n < 0.05);
     CHECK(100 * coll_traced / n == Approx(100 * coll_truth / n).margin(3.0));

@@ -24,6 +24,12 @@ struct HandOver {
   }
 };
 
+// A block still open where the timeline ends: no waker, because the window
+// closed on it or the thread exited in it. Who ends it is not known.
+bool open_at_end(const ThreadTimeline& w, const StateSeg& g) {
+  return &g == &w.segs.back() && is_blocked(g.state) && g.waker_tid == 0;
+}
+
 HandOver hand_over_of(const ThreadTimeline& w, uint32_t main_tid) {
   bool known = std::any_of(w.segs.begin(), w.segs.end(), [](const StateSeg& g) { return g.waker_sys >= 0; });
   return {main_tid, known};
@@ -31,7 +37,8 @@ HandOver hand_over_of(const ThreadTimeline& w, uint32_t main_tid) {
 
 // A worker's episodes: from each hand-over to the start of its next sleep
 // that a hand-over ends. An episode still open when the window ends runs to
-// the worker's last segment.
+// the worker's last segment, or to the start of the block it is still in
+// (the sleep after its last collective, through the job's teardown).
 std::vector<Interval> worker_episodes(const ThreadTimeline& w, const HandOver& handed) {
   std::vector<Interval> out;
   // A worker that is not waiting for a hand-over where its timeline begins
@@ -45,7 +52,11 @@ std::vector<Interval> worker_episodes(const ThreadTimeline& w, const HandOver& h
     open = true;
     from = g.end;
   }
-  if (open && !w.segs.empty() && w.segs.back().end > from) out.emplace_back(from, w.segs.back().end);
+  if (open && !w.segs.empty()) {
+    const StateSeg& last = w.segs.back();
+    const uint64_t to = open_at_end(w, last) ? last.start : last.end;
+    if (to > from) out.emplace_back(from, to);
+  }
   return out;
 }
 
@@ -58,11 +69,15 @@ std::vector<Interval> worker_episodes(const ThreadTimeline& w, const HandOver& h
 // by the other ranks' requests, a polling thread by its timer. (The share of
 // its blocked time the main thread ends alone misjudged a worker that waits
 // 300 ms for a late peer every other step.)
+// A block still open at the end counts for neither: a worker's last sleep,
+// from the last step through the teardown (0.9 s of a 1 s window), once
+// outweighed its hand-overs and the last three steps lost their in-flight
+// collective (4 pp of the rank's share).
 bool handed_work(const ThreadTimeline& w, const HandOver& handed) {
   uint64_t own = 0, foreign = 0;
   size_t hand_overs = 0;
   for (const auto& g : w.segs) {
-    if (!is_blocked(g.state)) continue;
+    if (!is_blocked(g.state) || open_at_end(w, g)) continue;
     hand_overs += handed(g);
     const bool from_own = handed(g) || (g.waker_pid == w.pid && g.waker_sys >= 0);
     (from_own ? own : foreign) += g.end - g.start;
