@@ -34,11 +34,15 @@ pid_t spawn(const std::vector<std::string>& args) {
 
 }  // namespace
 
-tr::TracerResult to_tracer_result(const JobAnalysis& job) {
+tr::TracerResult to_tracer_result(const JobAnalysis& job, const TimelineStore* timeline) {
   tr::TracerResult out;
   for (const auto& r : job.ranks) {
     tr::TracerRank tr_rank;
     tr_rank.pid = static_cast<int>(r.pid);
+    if (const ThreadTimeline* t = timeline ? timeline->find(r.main_tid) : nullptr)
+      for (const auto& g : t->segs)
+        if (g.state == ThreadState::runnable && g.end > g.start)
+          tr_rank.runnable.emplace_back(static_cast<int64_t>(g.start), static_cast<int64_t>(g.end));
     for (const auto& st : r.steps) {
       tr::TracerStep s;
       s.start_ns = static_cast<int64_t>(st.start_ns);
@@ -125,7 +129,7 @@ bool run_scenario(const ScenarioRun& run, ScenarioResult* out, std::string* err)
   out->truth = std::move(*t);
   tr::CompareOptions copt;
   copt.from_tracer_start = run.attach_after_s > 0;
-  out->cmp = tr::compare(out->truth, to_tracer_result(out->report.job), copt);
+  out->cmp = tr::compare(out->truth, to_tracer_result(out->report.job, &out->report.analysis.timeline), copt);
 
   // The truth's window verdict: the largest mean share over counted steps of
   // all ranks (attached late: over the steps compared, those from the

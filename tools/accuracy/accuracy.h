@@ -48,6 +48,8 @@ struct ScenarioResult {
 // Throws nothing; returns an error message in *err on failure.
 bool run_scenario(const ScenarioRun& run, ScenarioResult* out, std::string* err);
 
-trainsim::truth::TracerResult to_tracer_result(const JobAnalysis& job);
+// The tracer's steps per rank, and (with a timeline) each main thread's
+// runqueue waits, for the comparison's boundary rule.
+trainsim::truth::TracerResult to_tracer_result(const JobAnalysis& job, const TimelineStore* timeline = nullptr);
 
 }  // namespace steptrace::accuracy

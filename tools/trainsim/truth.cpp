@@ -353,6 +353,18 @@ std::optional<Truth> load(const std::string &path, std::string *err)
 	return from_json(ss.str(), err);
 }
 
+int64_t uncovered_ns(int64_t a, int64_t b, const std::vector<std::pair<int64_t, int64_t>> &covered)
+{
+	if (a > b)
+		std::swap(a, b);
+	int64_t in = 0;
+	auto it = std::lower_bound(covered.begin(), covered.end(), a,
+				   [](const std::pair<int64_t, int64_t> &x, int64_t t) { return x.second <= t; });
+	for (; it != covered.end() && it->first < b; ++it)
+		in += std::min(it->second, b) - std::max(it->first, a);
+	return b - a - in;
+}
+
 Comparison compare(const Truth &truth, const TracerResult &tracer, const CompareOptions &opt)
 {
 	Comparison c;
@@ -404,8 +416,16 @@ Comparison compare(const Truth &truth, const TracerResult &tracer, const Compare
 				c.share_error_pp[cat] += std::fabs(v - truth_share[cat]) * 100.0;
 			}
 			double sdur = static_cast<double>(s.duration_ns());
+			// Each boundary's offset from the truth's, less the runqueue
+			// waits between the two (signed: the direction it moved).
+			auto offset = [&](int64_t traced, int64_t real) {
+				int64_t d = uncovered_ns(traced, real, tr->runnable);
+				return traced >= real ? d : -d;
+			};
+			double ddur = static_cast<double>(offset(best->end_ns, s.end_ns) -
+							  offset(best->start_ns, s.start_ns));
 			if (sdur > 0)
-				dur_err_sum += std::fabs(tdur - sdur) / sdur * 100.0;
+				dur_err_sum += std::fabs(ddur) / sdur * 100.0;
 			if (argmax(best->category_ns) == s.gating)
 				gating_same++;
 		}

@@ -177,6 +177,10 @@ struct TracerRank {
 	int rank = -1; // trainsim rank if known, else -1
 	int pid = 0;   // matched against Rank::pid when rank is -1
 	std::vector<TracerStep> steps;
+	// The main thread's runqueue waits (runnable, not running), in time
+	// order: a boundary that falls in one cannot be placed from the kernel
+	// (see compare). Empty: none known.
+	std::vector<std::pair<int64_t, int64_t>> runnable;
 };
 
 struct TracerResult {
@@ -208,6 +212,15 @@ struct Comparison {
 
 // Truth steps are matched to the tracer step of the same rank that overlaps
 // them most in time (a step the tracer did not find counts as unmatched).
+// A step's duration error leaves out the main thread's runqueue waits
+// between the tracer's boundary and the truth's: a preemption between the
+// end of one step's host work and the next step's first visible call (a
+// ready batch taken in user space) carries nothing that tells the kernel on
+// which side of the boundary it fell, so the tracer's convention (the
+// earlier step) and the truth's may differ by the whole wait.
 Comparison compare(const Truth &truth, const TracerResult &tracer, const CompareOptions &opt = {});
+
+// Time in [a, b) (either order) not covered by the sorted disjoint intervals.
+int64_t uncovered_ns(int64_t a, int64_t b, const std::vector<std::pair<int64_t, int64_t>> &covered);
 
 } // namespace trainsim::truth

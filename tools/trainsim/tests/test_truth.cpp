@@ -178,6 +178,28 @@ TEST_CASE("compare: share error in percentage points and duration error", "[unit
 	CHECK(c.max_share_error_pp == Approx(c.share_error_pp.at(kDataLoading)));
 }
 
+TEST_CASE("compare: a boundary moved across the main thread's runqueue wait is no duration error", "[unit][compare]")
+{
+	Truth t = sample_truth(3);
+	TracerResult tr = perfect_tracer(t);
+	auto &steps = tr.ranks[0].steps;
+	// The tracer ends step 0 and begins step 1 six ticks late: four of them
+	// the main thread spent runnable, two running.
+	const int64_t b = steps[1].start_ns;
+	steps[0].end_ns = b + 6;
+	steps[1].start_ns = b + 6;
+	Comparison plain = compare(t, tr, CompareOptions{0});
+	tr.ranks[0].runnable = {{b - 50, b - 40}, {b + 1, b + 5}};
+	Comparison c = compare(t, tr, CompareOptions{0});
+	REQUIRE(c.matched_steps == 3);
+	// Steps are 100 long: without the waits 6 % off twice, with them 2 %.
+	CHECK(plain.mean_step_duration_error_pct == Approx(12.0 / 3));
+	CHECK(c.mean_step_duration_error_pct == Approx(4.0 / 3));
+	CHECK(uncovered_ns(b + 6, b, tr.ranks[0].runnable) == 2);
+	CHECK(uncovered_ns(b - 60, b - 30, tr.ranks[0].runnable) == 20);
+	CHECK(uncovered_ns(b + 2, b + 3, tr.ranks[0].runnable) == 0);
+}
+
 TEST_CASE("compare: missing steps and ranks are visible", "[unit][compare]")
 {
 	Truth t = sample_truth(4);
