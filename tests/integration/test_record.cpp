@@ -264,3 +264,45 @@ TEST_CASE("record: a hang-up (SIGHUP) closes the capture with a trailer that say
   CHECK(has(rep.out, "INCOMPLETE"));
   CHECK(has(rep.out, "signal SIGHUP"));
 }
+
+// Clock anchors (util/clock_anchor.h): a recording carries where its clock
+// stood against the wall clock at the start, every 10 s and at the end, each
+// with its bound, and the report says so - the footing for lining up several
+// hosts' captures of one job.
+TEST_CASE("record: a capture carries clock anchors from start to end, every 10 s, and the report states them",
+          "[root][record]") {
+  TempDir d;
+  const std::string cap = d.path + "/clock.cap";
+  const int64_t real_before = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch()).count();
+  auto r = sh(kBin + " record --collectors sched -o " + cap + " -- /bin/sleep 10.5");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  const int64_t real_after = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch()).count();
+  auto js = sh(kBin + " report --json - " + cap);
+  REQUIRE(js.rc == 0);
+  auto j = nlohmann::json::parse(js.out.substr(js.out.find('{')));
+  const auto& c = j["source"]["clock"];
+  INFO(c.dump());
+  // Start, one 10 s in, end.
+  CHECK(c["anchors"].get<int>() >= 3);
+  CHECK(c["out_of_order"] == 0);
+  CHECK(c["wall_clock_steps"].empty());
+  CHECK(c["tightest_bound_ns"].get<int64_t>() >= 1);
+  CHECK(c["widest_bound_ns"].get<int64_t>() < 1'000'000);
+  const auto& first = c["first"];
+  const auto& last = c["last"];
+  CHECK(last["mono_ns"].get<uint64_t>() - first["mono_ns"].get<uint64_t>() >= 10'000'000'000ull);
+  CHECK(first["real_ns"].get<int64_t>() >= real_before);
+  CHECK(last["real_ns"].get<int64_t>() <= real_after);
+  // The header's single offset is the first anchor's.
+  CHECK(j["source"]["realtime_minus_monotonic_ns"].get<int64_t>() ==
+        first["real_ns"].get<int64_t>() - first["mono_ns"].get<int64_t>());
+  // The trace's own window lies between the first and the last anchor.
+  CHECK(first["mono_ns"].get<uint64_t>() <= j["window"]["start_ns"].get<uint64_t>() + 1'000'000'000ull);
+  auto text = sh(kBin + " report " + cap);
+  INFO(text.out);
+  CHECK(has(text.out, "wall clock: " + std::to_string(c["anchors"].get<int>()) + " anchors, each within +-"));
+  CHECK(has(text.out, "not stepped"));
+}

@@ -65,6 +65,7 @@ nlohmann::json provenance_json(const SessionReport& r) {
                       {"boot_id", p.boot_id},
                       {"realtime_minus_monotonic_ns", p.realtime_minus_monotonic_ns}};
   j["t0_wall_clock"] = wall_clock_text(p, r.window_start_ns);
+  j["clock"] = clock_json(r.analysis.clock);
   return j;
 }
 

@@ -406,6 +406,8 @@ void footer_section(std::string& o, const SessionReport& r, const Painter& paint
                           src.kernel.empty() ? "?" : src.kernel, src.recorded_by.empty() ? "?" : src.recorded_by,
                           t0.empty() ? "" : ", t0 " + t0 + " (wall clock)"),
               "    ");
+    // Only a capture with clock anchors (an older one's report is unchanged).
+    if (auto clock = clock_line(r.analysis.clock); !clock.empty()) o += wrap("  ", clock, "    ");
   }
   if (!r.end_reason.empty() || !r.job_outcome.empty())
     o += fit(fmt::format("  tracing ended: {}{}", r.end_reason.empty() ? "ended" : r.end_reason,

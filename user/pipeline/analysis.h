@@ -11,6 +11,7 @@
 #include "decode/decoder.h"
 #include "capture/drop_stats.h"
 #include "capture/attach_tier.h"
+#include "pipeline/clock_notes.h"
 #include "pipeline/process_notes.h"
 #include "profile/cpu_samples.h"
 #include "timeline/collector_stats.h"
@@ -54,6 +55,7 @@ struct Analysis {
   StepLedger ledger;       // the steps folded out of the timeline
   SocketIds sockets;       // kernel socket ids -> connection keys
   ProcessNotes notes;      // who each process is, where its runtime was probed
+  ClockAnchors clock;      // where the trace's clock stood against the wall clock (clock notes)
   SampleStore samples;     // on-CPU stack samples (this window's) and every stack seen
   // Samples of folded windows, classified and counted (CpuProfile::folded).
   std::map<ProfileKey, uint64_t> profile_folded;
@@ -71,6 +73,7 @@ struct Analysis {
     notes.on_note(pid, note);
     if (auto ppid = parent_in_note(note)) timeline.note_parent(pid, *ppid);
     if (auto t = note.find("note"); t != note.end() && *t == "symbols") add_symbol_note(note);
+    if (auto a = anchor_in_note(note)) clock.add(*a);
   }
   // A "symbols" note: names of sampled addresses ([[pid, ip, name]...]).
   void add_symbol_note(const nlohmann::json& note);

@@ -2,6 +2,7 @@
 #include "pipeline/process_notes.h"
 
 #include "capture/user_note.h"
+#include "pipeline/clock_notes.h"
 #include "util/text.h"
 
 namespace steptrace {
@@ -63,6 +64,8 @@ void ProcessNotes::on_note(uint32_t pid, const nlohmann::json& note) {
     probes.push_back(std::move(p));
   } else if (*type == "parent") {
     if (!parent_in_note(note)) ++malformed;  // the timeline keeps the parent (Analysis::on_note)
+  } else if (*type == "clock") {
+    if (!anchor_in_note(note)) ++malformed;  // Analysis::clock keeps the anchor (Analysis::on_note)
   }  // "symbols": the stack samples' names (Analysis::on_note); other types: a newer steptrace's, skipped
 }
 

@@ -26,6 +26,7 @@
 #include "steptrace_abi.h"
 #include "util/log.h"
 #include "capture/user_note.h"
+#include "pipeline/clock_notes.h"
 #include "pipeline/process_notes.h"
 #include "util/proc_identity.h"
 #include "util/self_usage.h"
@@ -105,7 +106,7 @@ static Result<std::vector<uint32_t>> choose_targets(Options& o, const SysRoot& r
 }
 
 // Read once at the start: where the data comes from, and the wall-clock anchor.
-static Provenance read_provenance(const std::string& proc_root, const std::string& kernel) {
+static Provenance read_provenance(const std::string& proc_root, const std::string& kernel, const ClockAnchor& anchor) {
   Provenance p;
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
@@ -117,10 +118,7 @@ static Provenance read_provenance(const std::string& proc_root, const std::strin
     while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.remove_suffix(1);
     p.boot_id = host_string(v);
   }
-  struct timespec rt {};
-  clock_gettime(CLOCK_REALTIME, &rt);
-  uint64_t real_ns = static_cast<uint64_t>(rt.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(rt.tv_nsec);
-  p.realtime_minus_monotonic_ns = static_cast<int64_t>(real_ns - monotonic_ns());
+  p.realtime_minus_monotonic_ns = anchor.offset_ns();
   return p;
 }
 
@@ -259,7 +257,12 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   }
   s->start_mono_ns_ = monotonic_ns();
   s->start_cpu_s_ = self_cpu_times().total();
-  s->report_.source = read_provenance(root.proc(), s->features_.release);
+  // The first clock anchor: the header's wall-clock offset, and the first
+  // clock note (queued: it joins the stream at the first drain).
+  const ClockAnchor anchor = take_clock_anchor();
+  s->report_.source = read_provenance(root.proc(), s->features_.release, anchor);
+  s->emit_note(0, clock_note(anchor));
+  s->next_clock_anchor_ns_ = anchor.mono_ns + kClockAnchorEveryNs;
   if (!o.record_path.empty()) {
     auto w = CaptureWriter::create(o.record_path, s->capture_meta(), {o.max_capture_bytes, o.force});
     if (!w) return w.error();
@@ -339,6 +342,10 @@ void Session::on_record(const void* data, size_t len) {
 Status Session::poll() {
   // Device files first: a simulated device's first ioctls follow its mount closely.
   if (auto s = dev_files_.resolve(*tracer_, false); !s) return s;
+  if (const uint64_t now = monotonic_ns(); now >= next_clock_anchor_ns_) {
+    emit_note(0, clock_note(take_clock_anchor()));
+    next_clock_anchor_ns_ = now + kClockAnchorEveryNs;
+  }
   flush_notes();
   auto n = reader_->drain();
   if (!n) return n.error();
@@ -395,6 +402,7 @@ Result<SessionReport> Session::finish() {
     }
   }
   if (auto s = poll(); !s) return s.error();
+  emit_note(0, clock_note(take_clock_anchor()));  // the last anchor: the recording's wall-clock span is bounded at both ends
   flush_notes();
   pipe_.flush();
   uint64_t end = monotonic_ns();

@@ -130,6 +130,7 @@ class Session {
   size_t identity_reads_ = 0;  // note_identity's /proc reads so far (capped)  // processes traced from the start (attach, record -p/--cgroup, top)
   std::function<void()> ticker_;
   uint64_t last_tick_ns_ = 0;
+  uint64_t next_clock_anchor_ns_ = 0;  // when poll() takes the next clock anchor (util/clock_anchor.h)
   uint64_t start_mono_ns_ = 0;
   double start_cpu_s_ = 0;
   bool finished_ = false;
