@@ -257,12 +257,8 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   }
   s->start_mono_ns_ = monotonic_ns();
   s->start_cpu_s_ = self_cpu_times().total();
-  // The first clock anchor: the header's wall-clock offset, and the first
-  // clock note (queued: it joins the stream at the first drain).
-  const ClockAnchor anchor = take_clock_anchor();
-  s->report_.source = read_provenance(root.proc(), s->features_.release, anchor);
-  s->emit_note(0, clock_note(anchor));
-  s->next_clock_anchor_ns_ = anchor.mono_ns + kClockAnchorEveryNs;
+  // The first clock anchor is the header's wall-clock offset too.
+  s->report_.source = read_provenance(root.proc(), s->features_.release, s->note_clock_anchor());
   if (!o.record_path.empty()) {
     auto w = CaptureWriter::create(o.record_path, s->capture_meta(), {o.max_capture_bytes, o.force});
     if (!w) return w.error();
@@ -342,10 +338,7 @@ void Session::on_record(const void* data, size_t len) {
 Status Session::poll() {
   // Device files first: a simulated device's first ioctls follow its mount closely.
   if (auto s = dev_files_.resolve(*tracer_, false); !s) return s;
-  if (const uint64_t now = monotonic_ns(); now >= next_clock_anchor_ns_) {
-    emit_note(0, clock_note(take_clock_anchor()));
-    next_clock_anchor_ns_ = now + kClockAnchorEveryNs;
-  }
+  if (monotonic_ns() >= next_clock_anchor_ns_) note_clock_anchor();
   flush_notes();
   auto n = reader_->drain();
   if (!n) return n.error();
@@ -402,7 +395,7 @@ Result<SessionReport> Session::finish() {
     }
   }
   if (auto s = poll(); !s) return s.error();
-  emit_note(0, clock_note(take_clock_anchor()));  // the last anchor: the recording's wall-clock span is bounded at both ends
+  note_clock_anchor();  // the last anchor: the recording's wall-clock span is bounded at both ends
   flush_notes();
   pipe_.flush();
   uint64_t end = monotonic_ns();

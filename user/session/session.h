@@ -26,6 +26,7 @@
 #include "pipeline/replay.h"
 #include "session/job_control.h"
 #include "signals/device_signals.h"
+#include "util/clock_anchor.h"
 #include "util/mono_clock.h"
 #include "util/sys_root.h"
 #include "session/lib_probes.h"
@@ -96,6 +97,8 @@ class Session {
   void note_identity(uint32_t pid);
   Status add_seeds(const SysRoot& root, const std::vector<uint32_t>& seed);
   void emit_note(uint32_t pid, const nlohmann::json& body);
+  // Takes a clock anchor, queues its note and schedules the next (util/clock_anchor.h).
+  ClockAnchor note_clock_anchor();
   void flush_notes();
   void on_record(const void* data, size_t len);
   nlohmann::json capture_meta() const;

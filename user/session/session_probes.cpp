@@ -7,6 +7,7 @@
 
 #include "capture/user_note.h"
 #include "loader/tracer.h"
+#include "pipeline/clock_notes.h"
 #include "session/session.h"
 #include "util/log.h"
 #include "util/proc_identity.h"
@@ -32,6 +33,13 @@ void Session::note_identity(uint32_t pid) {
 void Session::emit_note(uint32_t pid, const nlohmann::json& body) {
   auto rec = make_user_note(monotonic_ns(), pid, body);
   if (!rec.empty()) pending_notes_.push_back(std::move(rec));
+}
+
+ClockAnchor Session::note_clock_anchor() {
+  const ClockAnchor a = take_clock_anchor();
+  emit_note(0, clock_note(a));
+  next_clock_anchor_ns_ = a.mono_ns + kClockAnchorEveryNs;
+  return a;
 }
 
 // Notes join the record stream between drains (never from inside the
