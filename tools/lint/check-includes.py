@@ -14,7 +14,8 @@ import pathlib
 import re
 import sys
 
-ANALYSIS = ["util", "decode", "capture", "timeline", "steps", "signals", "attribution", "pipeline", "cli", "export", "profile"]
+ANALYSIS = ["util", "decode", "capture", "timeline", "steps", "signals", "attribution", "pipeline", "cli", "export", "profile",
+            "multinode"]
 LIVE = ["loader", "session", "daemon"]
 ALLOWED = {
     "util": [],
@@ -29,6 +30,7 @@ ALLOWED = {
     "pipeline": ["util", "decode", "capture", "timeline", "steps", "signals", "attribution", "profile"],
     "export": ["util", "cli", "decode", "capture", "timeline", "steps", "signals", "attribution", "pipeline",
                "profile"],
+    "multinode": ["util", "decode", "capture", "timeline", "steps", "signals", "attribution", "pipeline", "profile"],
     "loader": ["util", "cli", "decode", "capture"],
     "symbols": ["util", "loader"],
     "session": ANALYSIS + ["loader", "symbols"],

@@ -145,6 +145,7 @@ std::string to_json(const Truth &t, int indent)
 	j["scenario"] = t.scenario;
 	j["knobs"] = t.knobs_json.empty() ? json::object() : json::parse(t.knobs_json);
 	j["world_size"] = t.ranks;
+	j["nnodes"] = t.nnodes;
 	j["devices"] = t.devices;
 	j["libnrt"] = t.libnrt;
 	j["categories"] = categories();
@@ -154,6 +155,7 @@ std::string to_json(const Truth &t, int indent)
 		jr["rank"] = r.rank;
 		jr["pid"] = r.pid;
 		jr["main_tid"] = r.main_tid;
+		jr["node"] = r.node;
 		jr["loader_pids"] = r.loader_pids;
 		jr["loader_tids"] = r.loader_tids;
 		jr["device"] = r.device;
@@ -234,6 +236,7 @@ std::optional<Truth> from_json(const std::string &text, std::string *err)
 		t.scenario = j.at("scenario").get<std::string>();
 		t.knobs_json = j.at("knobs").dump();
 		t.ranks = j.at("world_size").get<int>();
+		t.nnodes = j.value("nnodes", 1);
 		t.devices = j.at("devices").get<std::vector<std::string>>();
 		t.libnrt = j.at("libnrt").get<std::string>();
 		for (const auto &jr : j.at("ranks")) {
@@ -241,6 +244,7 @@ std::optional<Truth> from_json(const std::string &text, std::string *err)
 			r.rank = jr.at("rank").get<int>();
 			r.pid = jr.at("pid").get<int>();
 			r.main_tid = jr.at("main_tid").get<int>();
+			r.node = jr.value("node", 0);
 			r.loader_pids = jr.at("loader_pids").get<std::vector<int>>();
 			r.loader_tids = jr.at("loader_tids").get<std::vector<int>>();
 			r.device = jr.value("device", "");

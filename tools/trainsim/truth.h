@@ -100,6 +100,7 @@ struct Rank {
 	int rank = 0;
 	int pid = 0;
 	int main_tid = 0;
+	int node = 0; // simulated node (trainsim --nnodes): rank / (world_size / nnodes)
 	std::vector<int> loader_pids;
 	std::vector<int> loader_tids;
 	std::string device;
@@ -140,6 +141,7 @@ struct Truth {
 	std::string scenario;
 	std::string knobs_json; // the resolved knobs, as a JSON object text
 	int ranks = 0;
+	int nnodes = 1; // simulated nodes (trainsim --nnodes)
 	std::vector<std::string> devices;
 	std::string libnrt;
 	std::vector<Rank> rank_data;

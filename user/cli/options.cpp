@@ -285,6 +285,11 @@ Status finish_options(Options& o, const Parsed& p, const std::string& pid_csv, c
   } else if (p.report->parsed()) {
     o.command = CommandKind::report;
     if (o.cut_from_s >= 0 && o.cut_first_step >= 0) return make_error("report: give --time or --steps, not both");
+    if (!o.more_captures.empty() && (o.cut_from_s >= 0 || o.cut_first_step >= 0))
+      return make_error("report: --time and --steps cut one capture; give one file");
+    if (!o.more_captures.empty() && (!o.perfetto_path.empty() || !o.html_path.empty() || !o.folded_path.empty()))
+      return make_error("report: several captures make a job report (terminal and --json); --perfetto, --html and "
+                        "--folded take one capture");
   } else if (p.diff->parsed()) {
     o.command = CommandKind::diff;
   } else if (!p.app->remaining().empty()) {
@@ -308,6 +313,41 @@ Status finish_options(Options& o, const Parsed& p, const std::string& pid_csv, c
     o.rdma_devs = rdma;
   }
   return Ok{};
+}
+
+// report FILE [MORE...] [--time|--steps] and the outputs and window flags.
+CLI::App* add_report_command(CLI::App& app, Options& o) {
+  auto* report = app.add_subcommand("report", "Analyse a capture file (no root needed)");
+  report->add_option("file", o.capture_path, "Capture written by steptrace record")->required();
+  report->add_option("more", o.more_captures,
+                     "Captures of the same job from other hosts: one job-level report across them (global ranks, "
+                     "nodes, the rank that holds the others back)");
+  report->add_option("--json", o.json_path, "Write the report as JSON to FILE (- for stdout)");
+  report->add_option_function<std::string>(
+      "--time",
+      [&o](const std::string& v) {
+        auto r = parse_range<double>(v);
+        if (!r) throw CLI::ValidationError("--time", "FROM-TO in seconds after the first record, FROM < TO (30-90.5)");
+        o.cut_from_s = r->first;
+        o.cut_to_s = r->second;
+      },
+      "Analyse only FROM-TO seconds after the capture's first record (a part of a long capture, for a small "
+      "Perfetto trace)")
+      ->type_name("FROM-TO");
+  report->add_option_function<std::string>(
+      "--steps",
+      [&o](const std::string& v) {
+        auto r = parse_range<int64_t>(v);
+        if (!r) throw CLI::ValidationError("--steps", "A-B step indexes, A <= B (100-200)");
+        o.cut_first_step = r->first;
+        o.cut_last_step = r->second;
+      },
+      "Analyse only the time of steps A to B (from the first rank to start step A to the last to end step B)")
+      ->type_name("A-B");
+  add_output_flags(report, o);
+  add_window_flags(report, o);
+  return report;
+
 }
 
 // diff A B [--fail-if-slower PCT] [--json FILE] and the replay's window flags.
@@ -372,33 +412,7 @@ Result<Options> parse_options(int argc, const char* const* argv, int* exit_code)
   record->prefix_command(true);
   record->allow_extras(true);
 
-  auto* report = app.add_subcommand("report", "Analyse a capture file (no root needed)");
-  report->add_option("file", o.capture_path, "Capture written by steptrace record")->required();
-  report->add_option("--json", o.json_path, "Write the report as JSON to FILE (- for stdout)");
-  report->add_option_function<std::string>(
-      "--time",
-      [&o](const std::string& v) {
-        auto r = parse_range<double>(v);
-        if (!r) throw CLI::ValidationError("--time", "FROM-TO in seconds after the first record, FROM < TO (30-90.5)");
-        o.cut_from_s = r->first;
-        o.cut_to_s = r->second;
-      },
-      "Analyse only FROM-TO seconds after the capture's first record (a part of a long capture, for a small "
-      "Perfetto trace)")
-      ->type_name("FROM-TO");
-  report->add_option_function<std::string>(
-      "--steps",
-      [&o](const std::string& v) {
-        auto r = parse_range<int64_t>(v);
-        if (!r) throw CLI::ValidationError("--steps", "A-B step indexes, A <= B (100-200)");
-        o.cut_first_step = r->first;
-        o.cut_last_step = r->second;
-      },
-      "Analyse only the time of steps A to B (from the first rank to start step A to the last to end step B)")
-      ->type_name("A-B");
-  add_output_flags(report, o);
-  add_window_flags(report, o);
-
+  auto* report = add_report_command(app, o);
   auto* diff = add_diff_command(app, o);
 
   auto* top = app.add_subcommand(

@@ -58,6 +58,7 @@ struct Options {
   std::string record_path;               // record -o FILE: raw events to a capture file
   uint64_t max_capture_bytes = 0;        // record --max-size: 0 = no cap
   std::string capture_path;              // report FILE
+  std::vector<std::string> more_captures;  // report A B ...: the captures after the first (one job across hosts)
   std::vector<std::string> diff_paths;   // diff A B: captures or JSON reports
   double fail_if_slower_pct = -1;        // diff --fail-if-slower PCT: exit 1 past it (-1: never)
   // report --time FROM-TO (seconds after the capture's first record) / --steps A-B (step indexes);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "pipeline/analysis.h"
+#include "pipeline/remote_ranks.h"
 
 #include <algorithm>
 
@@ -24,9 +25,13 @@ JobAnalysis Analysis::finish(uint64_t end_ns, const DropStats& drops) {
   opt.samples = &samples;
   JobAnalysis ja = analyze_job(timeline, threads, drops, opt);
   ja.profile.folded = profile_folded;
-  if (ledger.empty()) return ja;
+  if (ledger.empty()) {
+    note_remote_ranks(ja, notes);
+    return ja;
+  }
   JobAnalysis all = ledger.merge(std::move(ja));
   judge(all, timeline, drops);
+  note_remote_ranks(all, notes);
   return all;
 }
 

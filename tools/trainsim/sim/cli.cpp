@@ -17,6 +17,7 @@ EXAMPLES:
   trainsim --scenario data-bound --truth /tmp/truth.json
   trainsim --scenario collective-bound --net-mbit 800 --steps 10
   trainsim --ranks 4 --compute-ms 20 --loader-workers 1 --preprocess-ms 30
+  trainsim --ranks 4 --nnodes 2 --scenario straggler
   trainsim --scenario data-bound --change-at-step 10 --change preprocess-ms=80 --change-rank 1
   trainsim --steps 30 --hang-rank 1 --hang-at-step 10 --hang-s 20 --hang-kind dread
   trainsim --scenario throttled --cpu-quota-ms 40 --throttle-rank 1
@@ -139,6 +140,7 @@ CliOutcome parse_cli(const std::vector<std::string> &args)
 		->group("Job");
 	app.add_flag("--list-scenarios", list, "print the scenario names and exit")->group("Job");
 	TS_KNOB("-r,--ranks", ranks, "ranks (processes), like torchrun --nproc-per-node")->group("Job");
+	TS_KNOB("--nnodes", nnodes, "simulated nodes (torchrun --nnodes): ranks / nnodes on each")->group("Job");
 	CLI::Option *steps_opt = TS_KNOB("-s,--steps", steps, "training steps per rank (a cap when --duration is set)")->group("Job");
 	TS_KNOB("-d,--duration", duration_s, "stop after this many seconds (0: run --steps)")->group("Job");
 
@@ -203,8 +205,7 @@ CliOutcome parse_cli(const std::vector<std::string> &args)
 	TS_KNOB("--truth", truth_path, "write the ground-truth JSON here")->group("Paths");
 	TS_KNOB("--sysfs-root", sysfs_root, "fake sysfs tree: neuron metrics, EFA counters (default: <run dir>/sys)")
 		->group("Paths");
-	TS_KNOB("--efa-gbit", efa_gbit, "fake EFA port rate, Gbit/s (0: --net-mbit if set, else 100)")
-		->group("Collectives");
+	TS_KNOB("--efa-gbit", efa_gbit, "fake EFA port rate, Gbit/s (0: --net-mbit if set, else 100)")->group("Collectives");
 	TS_KNOB("--nds", nds, "1: serve the Neuron datastore; 0: none (old driver)")->group("Device");
 	TS_KNOB("--efa-verbs", efa_verbs,
 		"1: the runtime sets up its EFA endpoint through <dev-dir>/uverbs0 at load (uverbs ioctls); 0: no adapter")

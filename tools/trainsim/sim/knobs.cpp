@@ -395,6 +395,9 @@ std::string validate(const Knobs &k)
 	std::ostringstream e;
 	if (k.ranks < 1 || k.ranks > 16)
 		e << "--ranks must be 1..16 (got " << k.ranks << ")";
+	else if (k.nnodes < 1 || k.ranks % k.nnodes != 0)
+		e << "--nnodes must be >= 1 and divide --ranks evenly (got " << k.nnodes << " nodes for " << k.ranks
+		  << " ranks)";
 	else if (k.steps < 1)
 		e << "--steps must be >= 1 (got " << k.steps << ")";
 	else if (k.duration_s < 0)
@@ -442,6 +445,7 @@ std::string knobs_to_json(const Knobs &k)
 	nlohmann::json j{
 		{"scenario", k.scenario},
 		{"ranks", k.ranks},
+		{"nnodes", k.nnodes},
 		{"steps", k.steps},
 		{"duration_s", k.duration_s},
 		{"loader_workers", k.loader_workers},

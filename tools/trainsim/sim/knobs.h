@@ -51,6 +51,9 @@ struct Knobs {
 
 	// Job shape.
 	int ranks = 2;
+	// Simulated nodes (labels only: rank r is on node r / (ranks / nnodes),
+	// which its launcher variables say; see sim/rank_env.h).
+	int nnodes = 1;
 	int steps = 20;
 	double duration_s = 0; // >0: stop after this long (steps becomes a cap)
 

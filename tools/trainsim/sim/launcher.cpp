@@ -27,6 +27,7 @@
 #include "sim/dataset.h"
 #include "sim/processes.h"
 #include "sim/rank.h"
+#include "sim/rank_env.h"
 #include "sim/steals.h"
 #include "truth.h"
 
@@ -374,6 +375,8 @@ bool start_ranks(Job &j)
 		RankContext ctx;
 		ctx.knobs = k;
 		ctx.rank = r;
+		ctx.launcher_pid = getpid();
+		ctx.master_port = j.listeners.empty() ? kDefaultMasterPort : ports[0];
 		ctx.device_path = j.devices[r];
 		ctx.data_dir = k.data_dir;
 		if (!j.listeners.empty()) {
@@ -443,6 +446,7 @@ bool merge_truth(Job &j)
 	t.scenario = k.scenario;
 	t.knobs_json = knobs_to_json(k);
 	t.ranks = k.ranks;
+	t.nnodes = k.nnodes;
 	t.devices = j.devices;
 	t.libnrt = libnrt_path();
 	if (k.change.active()) {

@@ -23,6 +23,7 @@
 #include "sim/hang.h"
 #include "sim/loader.h"
 #include "sim/pacing.h"
+#include "sim/rank_env.h"
 #include "sim_protocol.h"
 #include "truth.h"
 
@@ -457,6 +458,7 @@ void finish(Job &j)
 	tr::Truth t;
 	t.scenario = j.k.scenario;
 	t.ranks = j.k.ranks;
+	t.nnodes = j.k.nnodes;
 	t.rank_data.push_back(std::move(j.out));
 	t.hang = j.hang;
 	std::string err;
@@ -500,6 +502,9 @@ int run(const RankContext &ctx)
 	j.out.pid = getpid();
 	j.out.main_tid = static_cast<int>(syscall(SYS_gettid));
 	j.out.device = ctx.device_path;
+	j.out.node = node_of(ctx.rank, j.k.ranks, j.k.nnodes);
+	// Before the loaders fork, so that they inherit the environment block.
+	export_launcher_env(launcher_env(ctx.rank, j.k.ranks, j.k.nnodes, ctx.launcher_pid, ctx.master_port), ctx.rank);
 	start_loaders(j);
 	if (j.k.pin_main)
 		pin_to_cpu(ctx.rank);

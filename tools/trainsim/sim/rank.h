@@ -3,11 +3,14 @@
 // loop, and the ground truth of every step.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <string>
 
 #include "sim/knobs.h"
+#include "sim/rank_env.h"
 #include "sim/steals.h"
 
 namespace trainsim {
@@ -15,6 +18,11 @@ namespace trainsim {
 struct RankContext {
 	Knobs knobs;
 	int rank = 0;
+	// The launcher variables (sim/rank_env.h): TORCHELASTIC_RUN_ID names
+	// the launcher; MASTER_PORT is rank 0's host-collective listener, else
+	// torchrun's default.
+	pid_t launcher_pid = 0;
+	uint16_t master_port = kDefaultMasterPort;
 	std::string device_path;
 	std::string data_dir;
 	int listen_fd = -1;      // this rank's host-collective listener

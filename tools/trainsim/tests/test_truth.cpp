@@ -96,6 +96,8 @@ TEST_CASE("breakdown clamps run delay to the phase and overlapping phases", "[un
 TEST_CASE("truth JSON round trip", "[unit][truth]")
 {
 	Truth t = sample_truth(3);
+	t.nnodes = 2;
+	t.rank_data[0].node = 1;
 	std::string err;
 	auto back = from_json(to_json(t), &err);
 	INFO(err);
@@ -108,6 +110,8 @@ TEST_CASE("truth JSON round trip", "[unit][truth]")
 	REQUIRE(back->rank_data.size() == 1);
 	const Rank &r = back->rank_data[0];
 	CHECK(r.pid == 4242);
+	CHECK(back->nnodes == 2);
+	CHECK(r.node == 1);
 	CHECK(r.loader_tids == std::vector<int>{4243});
 	REQUIRE(r.steps.size() == 3);
 	CHECK(r.steps[2].start_ns == 1200);

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# One job across two (simulated) nodes, recorded by one steptrace per node
+# and merged: trainsim's straggler scenario with 4 ranks as 2 nodes x 2
+# (--nnodes 2: each rank carries torchrun's RANK/GROUP_RANK/WORLD_SIZE...),
+# rank 3 on node 1 preprocessing its batches 12x slower. Each recorder sees
+# only its node's ranks (-p). The merged report must name node 1, rank 3,
+# data loading, with the other ranks' collective wait; node 0's report alone
+# must say its ranks wait on a rank on another host. Then node 1's capture
+# is moved onto another clock (capshift: +2.5 s and +40 ppm, a new boot id)
+# as if recorded on another machine: the merge must recover the offset and
+# the drift from the anchors, state its bound, and name the same rank.
+# Needs root (it records).
+#   multinode_merge.sh STEPTRACE_BIN TRAINSIM_BIN CAPSHIFT_BIN
+set -euo pipefail
+bin=$1 sim=$2 capshift=$3
+t=$(mktemp -d /tmp/st-multinode.XXXXXX)
+simpid=
+cleanup() {
+  [ -n "$simpid" ] && kill "$simpid" 2>/dev/null && wait "$simpid" 2>/dev/null
+  rm -rf "$t"
+}
+trap cleanup EXIT
+py=/usr/bin/python3
+schema=$(cd "$(dirname "$0")/../.." && pwd)/docs/schema/steptrace-job.schema.json
+mkdir -p "$t/dev"
+
+"$sim" --scenario straggler --ranks 4 --nnodes 2 --duration 30 --dev-dir "$t/dev" \
+  --truth "$t/truth.json" > "$t/sim.log" 2>&1 &
+simpid=$!
+
+# The ranks: the launcher's children whose environment names its run, by
+# RANK (their loader workers carry the same variables but are the ranks'
+# children).
+rank_pids() {
+  for e in /proc/[0-9]*/environ; do
+    p=${e#/proc/}; p=${p%/environ}
+    [ "$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)" = "$simpid" ] || continue
+    tr '\0' '\n' < "$e" 2>/dev/null | grep -qx "TORCHELASTIC_RUN_ID=trainsim-$simpid" || continue
+    echo "$(tr '\0' '\n' < "$e" | sed -n 's/^RANK=//p') $p"
+  done | sort -n | awk '{print $2}'
+}
+pids=()
+for _ in $(seq 300); do
+  mapfile -t pids < <(rank_pids)
+  [ "${#pids[@]}" -ge 4 ] && break
+  sleep 0.1
+done
+[ "${#pids[@]}" = 4 ] || { echo "expected 4 ranks of launcher $simpid, found ${#pids[@]}"; cat "$t/sim.log"; exit 1; }
+echo "ranks: ${pids[*]}"
+devs=()
+for f in "$t"/dev/neuron* "$t"/dev/uverbs*; do
+  case $f in *uverbs*) devs+=(--rdma-dev "$f") ;; *) devs+=(--accel-dev "$f") ;; esac
+done
+
+"$bin" record -o "$t/node0.cap" -d 15 "${devs[@]}" -p "${pids[0]},${pids[1]}" > "$t/rec0.log" 2>&1 &
+r0=$!
+"$bin" record -o "$t/node1.cap" -d 15 "${devs[@]}" -p "${pids[2]},${pids[3]}" > "$t/rec1.log" 2>&1 &
+r1=$!
+rc=0
+wait $r0 || rc=$?
+wait $r1 || rc=$?
+[ $rc = 0 ] || { echo "a recorder failed ($rc)"; cat "$t/rec0.log" "$t/rec1.log"; exit 1; }
+wait "$simpid" || true
+simpid=
+
+"$bin" report "$t/node0.cap" "$t/node1.cap" --json "$t/job.json" | tee "$t/job.txt"
+"$bin" report "$t/node0.cap" --json "$t/node0.json" > "$t/node0.txt"
+"$bin" report "$t/node1.cap" --json "$t/node1.json" > /dev/null
+echo "== node 0 alone:"; grep -A3 "^Verdict\|VERDICT" "$t/node0.txt" | head -8 || true
+
+$py - "$t/job.json" "$t/node0.json" "$t/truth.json" "$schema" <<'PY'
+import json, sys
+import jsonschema
+job = json.load(open(sys.argv[1]))
+jsonschema.Draft202012Validator(json.load(open(sys.argv[4]))).validate(job)
+node0 = json.load(open(sys.argv[2]))
+truth = json.load(open(sys.argv[3]))
+c = job["culprit"]
+assert c is not None, f"no culprit named: {job['headline']}"
+print(f"culprit: rank {c['rank']} node {c['node']} cause {c['cause']} ({c['cause_detail']}), "
+      f"held back {c['steps_held_back']} of {job['paired_steps']} steps, {c['mean_late_ns']/1e6:.1f} ms late; "
+      f"others wait {c['victim_wait_ns_per_step']/1e6:.1f} ms/step")
+assert (c["rank"], c["node"]) == (3, 1), c
+assert c["cause"] == "data_loading", c
+assert c["cause_detail"] == "the loaders' CPU preprocessing", c
+assert sorted(c["victims"]) == [0, 1, 2], c
+assert job["paired_steps"] >= 40, job["paired_steps"]
+assert c["steps_held_back"] >= 0.6 * job["paired_steps"], c
+assert [r["rank"] for r in job["ranks"]] == [0, 1, 2, 3]
+assert [r["node"] for r in job["ranks"]] == [0, 0, 1, 1]
+assert all(r["rank_from_launcher"] for r in job["ranks"])
+assert job["world_size"] == 4 and job["job_id"].startswith("trainsim-"), job["job_id"]
+assert [h["clock"]["method"] for h in job["hosts"]] == ["wall_clock_anchors", "same_boot"], job["hosts"]
+# The truth: the straggler's loader really is what its steps waited for.
+t3 = [r for r in truth["ranks"] if r["rank"] == 3][0]
+assert t3.get("node", 1) == 1
+# The others' wait is real: within the victims' traced steps, most of the
+# collective time, and at least half of the straggler's lateness.
+assert c["victim_wait_ns_per_step"] >= 0.5 * c["mean_late_ns"], c
+v = node0["job"]["verdict"]
+print("node 0 alone:", v["headline"])
+assert v["headline"].startswith("the ranks here wait on a rank on another host"), v["headline"]
+assert any("WORLD_SIZE 4" in e for e in v["evidence"]), v["evidence"]
+PY
+echo "== node 1 moved onto another clock: +2.5 s, +40 ppm"
+"$capshift" "$t/node1.cap" "$t/node1-shifted.cap" --offset-ns 2500000000 --ppm 40 > "$t/shift.json"
+"$bin" report "$t/node0.cap" "$t/node1-shifted.cap" --json "$t/job-shifted.json" | tee "$t/job-shifted.txt"
+$py - "$t/job.json" "$t/job-shifted.json" "$schema" "$t/shift.json" <<'PY'
+import json, sys
+import jsonschema
+same = json.load(open(sys.argv[1]))
+moved = json.load(open(sys.argv[2]))
+jsonschema.Draft202012Validator(json.load(open(sys.argv[3]))).validate(moved)
+t0 = json.load(open(sys.argv[4]))["t0_ns"]
+h0, h1 = same["hosts"][1]["clock"], moved["hosts"][1]["clock"]
+assert h1["method"] == "wall_clock_anchors", h1
+assert h1["anchors"] >= 2, h1
+
+def job_time(c, mono):
+    return mono + c["offset_ns"] + (mono - c["mono_origin_ns"]) * c["drift_ppm"] * 1e-6
+
+# The same instants on both clocks: node 1's original monotonic time t, and
+# t' where the planted clock read it. Aligned, both must land on the same
+# job time, within the stated bound.
+bound = moved["alignment"]["reading_bound_ns"]
+errs = []
+for s in (0, 5, 10, 14):
+    t = h0["mono_origin_ns"] + s * 1_000_000_000
+    t_moved = t + 2_500_000_000 + (t - t0) * 40e-6
+    errs.append(job_time(h1, t_moved) - job_time(h0, t))
+worst = max(abs(e) for e in errs)
+print(f"the same instants aligned within {worst:.0f} ns over the recording (stated reading bound +-{bound} ns); "
+      f"drift {h1['drift_ppm']:+.3f} ppm against {h0['drift_ppm']:+.3f} ppm unshifted "
+      f"(planted: the monotonic clock 40 ppm fast)")
+assert 0 < bound <= 100_000, bound
+assert worst <= bound + 100, (errs, bound)
+# Relative to the unshifted capture's own slew (NTP may be slewing this host's clock).
+assert abs(h1["drift_ppm"] - h0["drift_ppm"] + 40) <= 5, (h1["drift_ppm"], h0["drift_ppm"])
+c0, c1 = same["culprit"], moved["culprit"]
+assert c1 is not None and (c1["rank"], c1["node"], c1["cause"]) == (c0["rank"], c0["node"], c0["cause"]), c1
+assert abs(moved["paired_steps"] - same["paired_steps"]) <= 1, (moved["paired_steps"], same["paired_steps"])
+PY
+echo "multinode merge: OK"
