@@ -130,7 +130,7 @@ TEST_CASE("job merge: hosts are paired by their wall clocks, not by raw monotoni
   CHECK(job.culprit.mean_late_ns == 9 * kMs);
 }
 
-TEST_CASE("job merge: captures of one boot share a clock; ranks that arrive together have no culprit",
+TEST_CASE("job merge: captures of one boot share a clock, and ranks that arrive together have no culprit",
           "[multinode]") {
   const int64_t wall0 = 1'800'000'000'000'000'000;
   const auto a = make_host("boot-a", 700'000 * kMs, wall0, 0, {{0, 0, 0}, {1, 0, 0}}, 0, 20, 10);
