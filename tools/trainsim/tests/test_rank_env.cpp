@@ -187,7 +187,7 @@ TEST_CASE("export_launcher_env: /proc/self/environ shows the variables, a forked
 	CHECK(got == "ok 2 1 0 trainsim-77 " + path0 + " 2 child-same");
 }
 
-TEST_CASE("--nnodes 2: 4 ranks carry torchrun's variables in /proc/PID/environ", "[root][rank_env]")
+TEST_CASE("trainsim --nnodes 2: 4 ranks carry torchrun's variables in /proc/PID/environ", "[root][rank_env]")
 {
 	if (!can_fuse())
 		return;
