@@ -116,8 +116,11 @@ h0, h1 = same["hosts"][1]["clock"], moved["hosts"][1]["clock"]
 assert h1["method"] == "wall_clock_anchors", h1
 assert h1["anchors"] >= 2, h1
 
+# Integers throughout: job times are wall-clock ns (~1.8e18), where a float's
+# step is 256 ns, more than the bound under test (as steptrace's own
+# to_job_ns, only the drift term is computed in floating point).
 def job_time(c, mono):
-    return mono + c["offset_ns"] + (mono - c["mono_origin_ns"]) * c["drift_ppm"] * 1e-6
+    return mono + c["offset_ns"] + round((mono - c["mono_origin_ns"]) * c["drift_ppm"] * 1e-6)
 
 # The same instants on both clocks: node 1's original monotonic time t, and
 # t' where the planted clock read it. Aligned, both must land on the same
@@ -126,7 +129,7 @@ bound = moved["alignment"]["reading_bound_ns"]
 errs = []
 for s in (0, 5, 10, 14):
     t = h0["mono_origin_ns"] + s * 1_000_000_000
-    t_moved = t + 2_500_000_000 + (t - t0) * 40e-6
+    t_moved = t + 2_500_000_000 + round((t - t0) * 40e-6)
     errs.append(job_time(h1, t_moved) - job_time(h0, t))
 worst = max(abs(e) for e in errs)
 print(f"the same instants aligned within {worst:.0f} ns over the recording (stated reading bound +-{bound} ns); "
