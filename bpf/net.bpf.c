@@ -130,6 +130,17 @@ static __always_inline int st_net_xfer(struct sock *sk, int ret, __u32 dir, __u6
 	st_sk_tuple(sk, &e->tuple);
 	e->bytes = ret;
 	e->dir = dir;
+	/*
+	 * Read after the call: write_seq has moved past the bytes just queued,
+	 * copied_seq past the bytes just read (a MSG_PEEK leaves it behind them:
+	 * the range is then bytes read earlier, still before this call's end,
+	 * which is all the clock bound needs).
+	 */
+	if (dir == ST_NET_SEND)
+		e->seq_end = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
+	else
+		e->seq_end = BPF_CORE_READ((struct tcp_sock *)sk, copied_seq);
+	e->flags = ST_NET_SEQ_VALID;
 	st_submit(e);
 	return 0;
 }

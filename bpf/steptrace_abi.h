@@ -16,12 +16,14 @@
 #include <linux/types.h>
 #endif
 
-#define ST_ABI_VERSION 6
+#define ST_ABI_VERSION 7
 /* Oldest record layout this build still reads (capture files). v1 -> v2:
  * st_sched_switch grew prev_queue_ns; v1 switch records decode with it unknown.
  * v2 -> v3: kind ST_EV_RDMA_VERB added (no existing layout changed).
  * v3 -> v4: kind ST_EV_USER_NOTE added (written by userspace, never by BPF).
- * v5 -> v6: kind ST_EV_CPU_SAMPLE added (no existing layout changed). */
+ * v5 -> v6: kind ST_EV_CPU_SAMPLE added (no existing layout changed).
+ * v6 -> v7: st_net_xfer grew seq_end and flags; v6 records decode with no
+ * stream position (ST_NET_XFER_V6_SIZE). */
 #define ST_ABI_MIN_READABLE 1
 #define ST_COMM_LEN 16
 #define ST_MAX_TARGETS 65536   /* traced tgids (follows fork) */
@@ -203,7 +205,18 @@ struct st_net_xfer {
 	struct st_sock_tuple tuple;
 	__s32 bytes;
 	__u32 dir;         /* ST_NET_SEND / ST_NET_RECV */
+	/*
+	 * The call's place in the byte stream (ST_NET_SEQ_VALID): TCP's write_seq
+	 * after a send, copied_seq after a receive, so the call moved the bytes
+	 * [seq_end - bytes, seq_end) (mod 2^32). The same bytes sent on one host
+	 * and received on another bound the two hosts' clock offset
+	 * (multinode/stream_match.h).
+	 */
+	__u32 seq_end;
+	__u32 flags;       /* ST_NET_SEQ_VALID */
 };
+#define ST_NET_SEQ_VALID 1u
+#define ST_NET_XFER_V6_SIZE 88
 
 struct st_tcp_retransmit {
 	struct st_event_header hdr;
@@ -457,7 +470,8 @@ static_assert(sizeof(struct st_task_comm) == 40, "task_comm layout");
 static_assert(sizeof(struct st_task_exit) == 56, "task_exit layout");
 static_assert(sizeof(struct st_block_rq) == 72, "block_rq layout");
 static_assert(sizeof(struct st_sock_tuple) == 40, "tuple layout");
-static_assert(sizeof(struct st_net_xfer) == 88, "net_xfer layout");
+static_assert(sizeof(struct st_net_xfer) == 96, "net_xfer layout");
+static_assert(__builtin_offsetof(struct st_net_xfer, seq_end) == ST_NET_XFER_V6_SIZE, "v6 net_xfer prefix");
 static_assert(sizeof(struct st_tcp_retransmit) == 80, "retransmit layout");
 static_assert(sizeof(struct st_tcp_state) == 80, "tcp_state layout");
 static_assert(sizeof(struct st_accel_ioctl) == 64, "accel_ioctl layout");

@@ -134,14 +134,15 @@ int cmd_job_report(const Options& o, const WindowPolicy& windows) {
   std::deque<SessionReport> reports;
   std::vector<JobInput> inputs;
   for (const auto& path : paths) {
-    auto r = replay_capture(path, windows);
+    auto r = replay_capture(path, windows, {}, ReplayKeeps{.stream_marks = true});
     if (!r) {
       log::error("{}: {}", path, r.error().message);
       return 1;
     }
     reports.push_back(std::move(*r));
-    // The merge reads steps, identities and clocks: the timeline and the
-    // samples of each host need not stay while the next one is read.
+    // The merge reads steps, identities, clocks and stream marks: the
+    // timeline and the samples of each host need not stay while the next
+    // one is read.
     reports.back().analysis.timeline = TimelineStore{};
     reports.back().analysis.samples = SampleStore{};
     inputs.push_back({path, &reports.back()});

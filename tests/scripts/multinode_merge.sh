@@ -6,9 +6,12 @@
 # only its node's ranks (-p). The merged report must name node 1, rank 3,
 # data loading, with the other ranks' collective wait; node 0's report alone
 # must say its ranks wait on a rank on another host. Then node 1's capture
-# is moved onto another clock (capshift: +2.5 s and +40 ppm, a new boot id)
-# as if recorded on another machine: the merge must recover the offset and
-# the drift from the anchors, state its bound, and name the same rank.
+# is moved onto another clock (capshift: +2.5 s and +40 ppm, a new boot id,
+# its wall clock 3 ms off) as if recorded on another machine: the merge must
+# recover the offset and the drift from the anchors, then undo the wall
+# clock's error from the TCP bytes the two nodes exchanged, within its
+# stated bound (<= 100 us), and name the same rank. Without stream positions
+# (an older capture) it keeps the anchors and says why.
 # Needs root (it records).
 #   multinode_merge.sh STEPTRACE_BIN TRAINSIM_BIN CAPSHIFT_BIN
 set -euo pipefail
@@ -102,8 +105,9 @@ print("node 0 alone:", v["headline"])
 assert v["headline"].startswith("the ranks here wait on a rank on another host"), v["headline"]
 assert any("WORLD_SIZE 4" in e for e in v["evidence"]), v["evidence"]
 PY
-echo "== node 1 moved onto another clock: +2.5 s, +40 ppm"
-"$capshift" "$t/node1.cap" "$t/node1-shifted.cap" --offset-ns 2500000000 --ppm 40 > "$t/shift.json"
+echo "== node 1 moved onto another clock: +2.5 s, +40 ppm, its wall clock 3 ms ahead"
+"$capshift" "$t/node1.cap" "$t/node1-shifted.cap" --offset-ns 2500000000 --ppm 40 --wall-error-ns 3000000 \
+  > "$t/shift.json"
 "$bin" report "$t/node0.cap" "$t/node1-shifted.cap" --json "$t/job-shifted.json" | tee "$t/job-shifted.txt"
 $py - "$t/job.json" "$t/job-shifted.json" "$schema" "$t/shift.json" <<'PY'
 import json, sys
@@ -113,26 +117,34 @@ moved = json.load(open(sys.argv[2]))
 jsonschema.Draft202012Validator(json.load(open(sys.argv[3]))).validate(moved)
 t0 = json.load(open(sys.argv[4]))["t0_ns"]
 h0, h1 = same["hosts"][1]["clock"], moved["hosts"][1]["clock"]
-assert h1["method"] == "wall_clock_anchors", h1
+assert h1["method"] == "network", h1
 assert h1["anchors"] >= 2, h1
+net = h1["network"]
+assert net["peer"] == 0 and net["exchanges_to"] >= 20 and net["exchanges_from"] >= 20, net
+assert moved["alignment"]["network_aligned"], moved["alignment"]
 
 # Integers throughout: job times are wall-clock ns (~1.8e18), where a float's
 # step is 256 ns, more than the bound under test (as steptrace's own
 # to_job_ns, only the drift term is computed in floating point).
 def job_time(c, mono):
-    return mono + c["offset_ns"] + round((mono - c["mono_origin_ns"]) * c["drift_ppm"] * 1e-6)
+    j = mono + c["offset_ns"] + round((mono - c["mono_origin_ns"]) * c["drift_ppm"] * 1e-6)
+    n = c.get("network") or {}
+    if "peer" in n:
+        j += n["offset_ns"] + round((j - n["origin_ns"]) * n["drift_ppm"] * 1e-6)
+    return j
 
 # The same instants on both clocks: node 1's original monotonic time t, and
 # t' where the planted clock read it. Aligned, both must land on the same
-# job time, within the stated bound.
-bound = moved["alignment"]["reading_bound_ns"]
+# job time, within the stated bound (the wall clock's planted 3 ms undone).
+bound = moved["alignment"]["bound_ns"]
 errs = []
 for s in (0, 5, 10, 14):
     t = h0["mono_origin_ns"] + s * 1_000_000_000
     t_moved = t + 2_500_000_000 + round((t - t0) * 40e-6)
     errs.append(job_time(h1, t_moved) - job_time(h0, t))
 worst = max(abs(e) for e in errs)
-print(f"the same instants aligned within {worst:.0f} ns over the recording (stated reading bound +-{bound} ns); "
+print(f"the same instants aligned within {worst:.0f} ns over the recording (stated bound +-{bound} ns, "
+      f"{net['exchanges_to']} + {net['exchanges_from']} exchanges, wall clock corrected by {net['offset_ns']} ns); "
       f"drift {h1['drift_ppm']:+.3f} ppm against {h0['drift_ppm']:+.3f} ppm unshifted "
       f"(planted: the monotonic clock 40 ppm fast)")
 assert 0 < bound <= 100_000, bound
@@ -142,5 +154,19 @@ assert abs(h1["drift_ppm"] - h0["drift_ppm"] + 40) <= 5, (h1["drift_ppm"], h0["d
 c0, c1 = same["culprit"], moved["culprit"]
 assert c1 is not None and (c1["rank"], c1["node"], c1["cause"]) == (c0["rank"], c0["node"], c0["cause"]), c1
 assert abs(moved["paired_steps"] - same["paired_steps"]) <= 1, (moved["paired_steps"], same["paired_steps"])
+PY
+echo "== the same, with no stream positions (as an older steptrace recorded it): the anchors alone, and why"
+"$capshift" "$t/node1.cap" "$t/node1-old.cap" --offset-ns 2500000000 --ppm 40 --wall-error-ns 3000000 \
+  --drop-stream-positions > /dev/null
+"$bin" report "$t/node0.cap" "$t/node1-old.cap" --json "$t/job-old.json" | grep -A3 "^Clocks"
+$py - "$t/job-old.json" <<'PY'
+import json, sys
+job = json.load(open(sys.argv[1]))
+h1 = job["hosts"][1]["clock"]
+assert h1["method"] == "wall_clock_anchors", h1
+assert "no TCP stream positions" in (h1["network"]["why_not"] or ""), h1
+assert not job["alignment"]["network_aligned"], job["alignment"]
+assert job["alignment"]["bound_ns"] == job["alignment"]["reading_bound_ns"], job["alignment"]
+assert job["culprit"] is not None and job["culprit"]["rank"] == 3, job["culprit"]
 PY
 echo "multinode merge: OK"

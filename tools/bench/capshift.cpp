@@ -14,7 +14,9 @@
 // merge does not take the capture to share a clock with its original. The
 // records keep their order and number; the drop counters are kept.
 //
-//   capshift IN OUT --offset-ns N --ppm X [--wall-error-ns E] [--boot-id ID]
+//   capshift IN OUT --offset-ns N --ppm X [--wall-error-ns E] [--boot-id ID] [--drop-stream-positions]
+// --drop-stream-positions clears every net_xfer record's stream position (as a
+// steptrace before ABI 7 wrote them), to test a merge without them.
 //
 // Prints one JSON line (t0_ns, the records, what was shifted); exit 2 on bad
 // arguments, 1 on a read or write error.
@@ -44,7 +46,8 @@ using namespace steptrace;
 
 namespace {
 
-constexpr const char* kUsage = "usage: capshift IN OUT --offset-ns N --ppm X [--wall-error-ns E] [--boot-id ID]";
+constexpr const char* kUsage =
+    "usage: capshift IN OUT --offset-ns N --ppm X [--wall-error-ns E] [--boot-id ID] [--drop-stream-positions]";
 
 struct Args {
   std::string in, out;
@@ -52,6 +55,7 @@ struct Args {
   double ppm = 0;
   int64_t wall_error_ns = 0;
   std::optional<std::string> boot_id;
+  bool drop_stream_positions = false;  // net_xfer records as an older steptrace wrote them: no stream position
 };
 
 bool parse_i64(const std::string& s, int64_t& v) {
@@ -103,6 +107,9 @@ std::string parse_args(int argc, char** argv, Args& a) {
     } else if (arg == "--boot-id") {
       if (val.empty()) return "--boot-id: empty";
       a.boot_id = val;
+    } else if (arg == "--drop-stream-positions") {
+      if (!val.empty()) return "--drop-stream-positions takes no value";
+      a.drop_stream_positions = true;
     } else {
       return "unknown option " + arg;
     }
@@ -145,6 +152,7 @@ struct Counts {
   uint64_t fields = 0;         // timestamps shifted besides the headers
   uint64_t clock_notes = 0;
   uint64_t clock_notes_bad = 0;  // "clock" notes without a usable anchor: header shifted, body kept
+  uint64_t stream_positions_dropped = 0;
   std::map<std::string, uint64_t> notes;  // every note type seen
 };
 
@@ -159,7 +167,7 @@ size_t min_size(uint16_t kind) {
     case ST_EV_TASK_COMM: return sizeof(st_task_comm);
     case ST_EV_TASK_EXIT: return sizeof(st_task_exit);
     case ST_EV_BLOCK_RQ: return sizeof(st_block_rq);
-    case ST_EV_NET_XFER: return sizeof(st_net_xfer);
+    case ST_EV_NET_XFER: return ST_NET_XFER_V6_SIZE;  // ABI v6 records end before seq_end
     case ST_EV_TCP_RETRANSMIT: return sizeof(st_tcp_retransmit);
     case ST_EV_TCP_STATE: return sizeof(st_tcp_state);
     case ST_EV_ACCEL_IOCTL: return sizeof(st_accel_ioctl);
@@ -224,7 +232,7 @@ void shift_note(std::vector<uint8_t>& b, ClockShift& clk, int64_t wall_error_ns,
 }
 
 // One record, in place.
-void shift_record(std::vector<uint8_t>& b, ClockShift& clk, int64_t wall_error_ns, Counts& n) {
+void shift_record(std::vector<uint8_t>& b, ClockShift& clk, const Args& a, Counts& n) {
   ++n.records;
   st_event_header h;
   if (b.size() < sizeof(h)) {
@@ -251,7 +259,14 @@ void shift_record(std::vector<uint8_t>& b, ClockShift& clk, int64_t wall_error_n
     case ST_EV_ACCEL_IOCTL: shift_at(b, offsetof(st_accel_ioctl, enter_ts), clk, n); break;
     case ST_EV_RDMA_VERB: shift_at(b, offsetof(st_rdma_verb, enter_ts), clk, n); break;
     case ST_EV_HOST_STEAL: shift_at(b, offsetof(st_host_steal, start_ns), clk, n); break;
-    case ST_EV_USER_NOTE: shift_note(b, clk, wall_error_ns, n); break;
+    case ST_EV_USER_NOTE: shift_note(b, clk, a.wall_error_ns, n); break;
+    case ST_EV_NET_XFER:
+      if (a.drop_stream_positions && size >= sizeof(st_net_xfer)) {
+        const uint32_t none = 0;
+        std::memcpy(b.data() + offsetof(st_net_xfer, flags), &none, sizeof(none));
+        ++n.stream_positions_dropped;
+      }
+      break;
     default: break;
   }
 }
@@ -309,7 +324,7 @@ void print_counts(const Args& a, const CaptureContents& c, const ClockShift& clk
   nlohmann::json j = {{"out", a.out},          {"records", n.records},        {"t0_ns", clk.t0},
                       {"offset_ns", a.offset_ns}, {"ppm", a.ppm},            {"wall_error_ns", a.wall_error_ns},
                       {"fields_shifted", n.fields}, {"clock_notes", n.clock_notes}, {"notes", notes},
-                      {"short_records", n.short_records}};
+                      {"short_records", n.short_records}, {"stream_positions_dropped", n.stream_positions_dropped}};
   std::printf("%s\n", j.dump().c_str());
 }
 
@@ -359,7 +374,7 @@ int main(int argc, char** argv) {
   uint64_t newest = 0;
   auto in = read_capture(a.in, [&](const void* d, size_t len) {
     std::vector<uint8_t> b(static_cast<const uint8_t*>(d), static_cast<const uint8_t*>(d) + len);
-    shift_record(b, clk, a.wall_error_ns, n);
+    shift_record(b, clk, a, n);
     if (b.size() >= sizeof(st_event_header)) {
       st_event_header h;
       std::memcpy(&h, b.data(), sizeof(h));

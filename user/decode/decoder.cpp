@@ -78,7 +78,15 @@ std::optional<Event> Decoder::decode(const void* data, size_t len) {
     case ST_EV_TASK_COMM: return copy_as<st_task_comm>(data, len, stats_, h.kind);
     case ST_EV_TASK_EXIT: return copy_as<st_task_exit>(data, len, stats_, h.kind);
     case ST_EV_BLOCK_RQ: return copy_as<st_block_rq>(data, len, stats_, h.kind);
-    case ST_EV_NET_XFER: return copy_as<st_net_xfer>(data, len, stats_, h.kind);
+    case ST_EV_NET_XFER:
+      // ABI v6 records end before seq_end: read them with no stream position.
+      if (len == ST_NET_XFER_V6_SIZE) {
+        st_net_xfer v{};
+        std::memcpy(&v, data, ST_NET_XFER_V6_SIZE);
+        ++stats_.decoded[h.kind];
+        return Event{v};
+      }
+      return copy_as<st_net_xfer>(data, len, stats_, h.kind);
     case ST_EV_TCP_RETRANSMIT: return copy_as<st_tcp_retransmit>(data, len, stats_, h.kind);
     case ST_EV_TCP_STATE: return copy_as<st_tcp_state>(data, len, stats_, h.kind);
     case ST_EV_ACCEL_IOCTL: return copy_as<st_accel_ioctl>(data, len, stats_, h.kind);

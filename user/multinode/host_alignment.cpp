@@ -9,6 +9,7 @@ std::string_view alignment_method_name(AlignmentMethod m) {
   switch (m) {
     case AlignmentMethod::same_boot: return "same_boot";
     case AlignmentMethod::anchors: return "wall_clock_anchors";
+    case AlignmentMethod::network: return "network";
     case AlignmentMethod::start_offset: return "wall_clock_start_offset";
     case AlignmentMethod::none: break;
   }

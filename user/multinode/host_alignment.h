@@ -22,6 +22,7 @@ namespace steptrace {
 enum class AlignmentMethod : uint8_t {
   same_boot,         // the same monotonic clock as an earlier host: exact
   anchors,           // this host's clock anchors (first to last)
+  network,           // the anchors, then the bytes it exchanged with an aligned host (stream_match.h)
   start_offset,      // one wall-clock offset read at the start (captures without anchors)
   none,              // nothing to align by: monotonic times used as they are
 };
@@ -40,9 +41,25 @@ struct HostAlignment {
   bool wall_clock_stepped = false;  // the anchors saw a step: the first anchor's offset is used before it
   size_t anchors = 0;
 
-  int64_t to_job_ns(uint64_t mono_ns) const {
+  // network: a correction on top of the anchors' job time j, fitted to the
+  // bytes exchanged with host `net_peer`: + net_offset_ns + (j -
+  // net_origin_ns) * net_drift_ppm. Within +-net_bound_ns of the peer's job
+  // time (the peer's own bound included) at the fitted drift.
+  int net_peer = -1;
+  int64_t net_offset_ns = 0;
+  int64_t net_origin_ns = 0;
+  double net_drift_ppm = 0;
+  uint64_t net_bound_ns = 0;
+  size_t net_lower = 0, net_upper = 0;  // exchanges that bound it from below (peer -> here) and from above
+
+  int64_t anchored_job_ns(uint64_t mono_ns) const {
     const double since = static_cast<double>(static_cast<int64_t>(mono_ns - mono_origin_ns));
     return static_cast<int64_t>(mono_ns) + offset_ns + static_cast<int64_t>(since * drift_ppm * 1e-6);
+  }
+  int64_t to_job_ns(uint64_t mono_ns) const {
+    const int64_t j = anchored_job_ns(mono_ns);
+    if (net_peer < 0) return j;
+    return j + net_offset_ns + static_cast<int64_t>(static_cast<double>(j - net_origin_ns) * net_drift_ppm * 1e-6);
   }
 };
 

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "multinode/job_merge.h"
+#include "multinode/stream_match.h"
 
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <charconv>
 #include <limits>
 #include <map>
 #include <optional>
@@ -16,17 +16,8 @@ namespace {
 
 constexpr size_t kColl = static_cast<size_t>(Category::collective);
 
-std::optional<int> launcher_int(const ProcIdentity* id, std::initializer_list<const char*> keys) {
-  if (!id) return std::nullopt;
-  for (const char* k : keys) {
-    auto it = id->env.find(k);
-    if (it == id->env.end()) continue;
-    int v = -1;
-    const auto& s = it->second;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec == std::errc() && p == s.data() + s.size() && v >= 0) return v;
-  }
-  return std::nullopt;
+std::optional<int> launcher_int(const ProcIdentity* id, std::initializer_list<std::string_view> keys) {
+  return id ? id->launcher_int(keys) : std::nullopt;
 }
 
 // Every capture's host, its clock mapping, and its ranks with who the
@@ -328,20 +319,48 @@ void check_coverage(JobReport& job) {
                                          h.path));
 }
 
+// Each host's clock by its anchors, then by the bytes it exchanged with the
+// others where it did; the job's bound between any two hosts.
+void align_clocks(JobReport& job, const std::vector<JobInput>& inputs) {
+  std::vector<HostAlignment> clocks;
+  std::vector<const StreamMarks*> marks;
+  for (size_t h = 0; h < job.hosts.size(); ++h) {
+    clocks.push_back(job.hosts[h].clock);
+    const StreamMarks& m = inputs[h].report->analysis.streams;
+    marks.push_back(m.enabled() ? &m : nullptr);
+  }
+  std::vector<std::string> why_not;
+  refine_by_streams(clocks, marks, why_not);
+  std::vector<uint64_t> net_bounds;  // each host's against the reference
+  for (size_t h = 0; h < job.hosts.size(); ++h) {
+    JobHost& host = job.hosts[h];
+    host.clock = clocks[h];
+    host.network_why_not = why_not[h];
+    if (host.clock.method == AlignmentMethod::same_boot) continue;
+    ++job.wall_clock_hosts;
+    job.alignment_bound_ns = std::max(job.alignment_bound_ns, host.clock.reading_bound_ns);
+    if (host.clock.method == AlignmentMethod::network) net_bounds.push_back(host.clock.net_bound_ns);
+  }
+  // Two hosts on their own clocks: each one's anchor bound adds up.
+  if (job.wall_clock_hosts > 1) job.alignment_bound_ns *= 2;
+  else job.alignment_bound_ns = 0;
+  job.reading_bound_ns = job.alignment_bound_ns;
+  // Every host but the reference fitted by the network: the bound between
+  // two of them is at most the sum of their bounds against the reference.
+  job.network_aligned = job.wall_clock_hosts > 1 && net_bounds.size() + 1 == job.wall_clock_hosts;
+  if (job.network_aligned) {
+    std::sort(net_bounds.rbegin(), net_bounds.rend());
+    job.alignment_bound_ns = net_bounds[0] + (net_bounds.size() > 1 ? net_bounds[1] : 0);
+  }
+}
+
 }  // namespace
 
 JobReport merge_job(const std::vector<JobInput>& inputs) {
   JobReport job;
   collect(inputs, job);
   number_ranks(job);
-  for (const auto& h : job.hosts) {
-    if (h.clock.method == AlignmentMethod::same_boot) continue;
-    ++job.wall_clock_hosts;
-    job.alignment_bound_ns = std::max(job.alignment_bound_ns, h.clock.reading_bound_ns);
-  }
-  // Two hosts on their own clocks: each one's anchor bound adds up.
-  if (job.wall_clock_hosts > 1) job.alignment_bound_ns *= 2;
-  else job.alignment_bound_ns = 0;
+  align_clocks(job, inputs);
   const auto rows = pair_job_steps(job, inputs);
   find_culprit(job, rows);
   summarize_nodes(job);

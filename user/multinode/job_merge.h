@@ -27,6 +27,7 @@ struct JobInput {
 struct JobHost {
   std::string path, hostname, boot_id, job_id;
   HostAlignment clock;
+  std::string network_why_not;  // why the bytes it exchanged did not refine its clock ("" when they did or need not)
   std::string local_headline;  // what this host's report alone says
   Category local_category = Category::other;
   size_t ranks = 0;
@@ -78,11 +79,14 @@ struct JobReport {
   std::vector<NodeSummary> nodes;     // by node
   uint64_t job_steps = 0;             // steps every rank was paired in
   uint64_t pairing_tolerance_ns = 0;
-  // The largest error the alignment itself may add between two hosts (the
-  // anchors' reading bounds); wall-clock disagreement between hosts not on
-  // the same boot comes on top and is not measured (wall_clock_hosts says).
+  // The largest error the alignment may have between two hosts: with every
+  // host fitted by the network, the two largest network bounds; otherwise
+  // the anchors' reading bounds, and the wall clocks' disagreement between
+  // hosts not on the same boot comes on top, not measured.
   uint64_t alignment_bound_ns = 0;
-  size_t wall_clock_hosts = 0;        // hosts aligned by their wall clock (not the same boot as another)
+  size_t wall_clock_hosts = 0;        // hosts on their own clock (not the same boot as another)
+  bool network_aligned = false;       // every such host but the first fitted by the bytes exchanged
+  uint64_t reading_bound_ns = 0;      // the anchors' reading bounds alone (two hosts' added)
   JobCulprit culprit;
   Category common_category = Category::other;  // what the ranks' time mostly went to
   std::string headline;

@@ -17,18 +17,41 @@ std::string clock_words(const JobHost& h) {
     case AlignmentMethod::anchors:
       return fmt::format("{} wall-clock anchor(s), each within +-{} ns, drift {:+.2f} ppm{}", c.anchors,
                          c.reading_bound_ns, c.drift_ppm, c.wall_clock_stepped ? ", the wall clock was STEPPED" : "");
+    case AlignmentMethod::network:
+      return fmt::format("{} wall-clock anchor(s), then the bytes exchanged with host {} ({} exchanges to it, {} "
+                         "from it): {:+.3f} ms on its wall clock, drift {:+.2f} ppm, within +-{:.1f} us",
+                         c.anchors, c.net_peer, c.net_lower, c.net_upper, static_cast<double>(c.net_offset_ns) / 1e6,
+                         c.net_drift_ppm, static_cast<double>(c.net_bound_ns) / 1e3);
     case AlignmentMethod::start_offset: return "one wall-clock offset at the start (no anchors: bound unknown)";
     case AlignmentMethod::none: break;
   }
   return "not aligned (no anchors, no wall-clock offset)";
 }
 
+std::string clock_line(const JobHost& h) {
+  std::string s = clock_words(h);
+  if (!h.network_why_not.empty()) s += "; not refined by the network: " + h.network_why_not;
+  return s;
+}
+
 std::string alignment_words(const JobReport& job) {
   if (job.wall_clock_hosts <= 1)
     return "every host shares one monotonic clock with another (same boot): aligned exactly";
+  if (job.network_aligned)
+    return fmt::format("by the bytes the hosts exchanged over TCP, on top of their wall clocks: any two hosts within "
+                       "+-{:.1f} us", static_cast<double>(job.alignment_bound_ns) / 1e3);
   return fmt::format("by each host's wall clock: within +-{} ns of reading error, plus the hosts' wall clocks' "
                      "own disagreement (not measured: ~1 ms under NTP, tens of us under PTP)",
                      job.alignment_bound_ns);
+}
+
+nlohmann::json network_json(const JobHost& h) {
+  using nlohmann::json;
+  const HostAlignment& c = h.clock;
+  if (c.net_peer < 0) return {{"why_not", h.network_why_not.empty() ? nullptr : json(h.network_why_not)}};
+  return {{"peer", c.net_peer},           {"offset_ns", c.net_offset_ns}, {"origin_ns", c.net_origin_ns},
+          {"drift_ppm", c.net_drift_ppm}, {"bound_ns", c.net_bound_ns},   {"exchanges_to", c.net_lower},
+          {"exchanges_from", c.net_upper}, {"why_not", nullptr}};
 }
 
 }  // namespace
@@ -43,7 +66,7 @@ std::string format_job_text(const JobReport& job) {
   out += fmt::format("\nClocks: {}\n", alignment_words(job));
   for (size_t h = 0; h < job.hosts.size(); ++h) {
     const auto& host = job.hosts[h];
-    out += fmt::format("  host {} {} ({}): {}{}\n", h, host.hostname, host.path, clock_words(host),
+    out += fmt::format("  host {} {} ({}): {}{}\n", h, host.hostname, host.path, clock_line(host),
                        host.incomplete ? " [INCOMPLETE capture]" : "");
   }
   out += "\nEach host's own verdict (its ranks numbered locally):\n";
@@ -93,7 +116,10 @@ nlohmann::json job_report_json(const JobReport& job) {
   j["paired_steps"] = job.job_steps;
   j["pairing_tolerance_ns"] = job.pairing_tolerance_ns;
   j["common_category"] = category_name(job.common_category);
-  j["alignment"] = {{"wall_clock_hosts", job.wall_clock_hosts}, {"reading_bound_ns", job.alignment_bound_ns}};
+  j["alignment"] = {{"wall_clock_hosts", job.wall_clock_hosts},
+                    {"network_aligned", job.network_aligned},
+                    {"bound_ns", job.alignment_bound_ns},
+                    {"reading_bound_ns", job.reading_bound_ns}};
   json culprit = nullptr;
   if (job.culprit.found) {
     const auto& c = job.culprit;
@@ -119,7 +145,8 @@ nlohmann::json job_report_json(const JobReport& job) {
                                      {"drift_ppm", h.clock.drift_ppm},
                                      {"reading_bound_ns", h.clock.reading_bound_ns},
                                      {"anchors", h.clock.anchors},
-                                     {"wall_clock_stepped", h.clock.wall_clock_stepped}}}});
+                                     {"wall_clock_stepped", h.clock.wall_clock_stepped},
+                                     {"network", network_json(h)}}}});
   j["nodes"] = json::array();
   for (const auto& n : job.nodes) {
     json ranks = json::array();

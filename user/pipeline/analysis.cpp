@@ -80,7 +80,8 @@ void Analysis::add_symbol_note(const nlohmann::json& note) {
 
 size_t Analysis::memory_bytes() const {
   return timeline.memory_bytes() + ledger.memory_bytes() + samples.memory_bytes() + profile_folded.size() * 64 + threads.threads().size() * 512 +
-         collectors.socks.size() * sizeof(SockStats) + collectors.block.size() * 96;
+         collectors.socks.size() * sizeof(SockStats) + collectors.block.size() * 96 +
+         streams.marks().capacity() * sizeof(StreamMark);
 }
 
 }  // namespace steptrace

@@ -18,6 +18,7 @@
 #include "timeline/thread_table.h"
 #include "timeline/timeline_store.h"
 #include "timeline/socket_ids.h"
+#include "timeline/stream_marks.h"
 #include "pipeline/step_ledger.h"
 #include "pipeline/hang_report.h"
 
@@ -57,6 +58,7 @@ struct Analysis {
   ProcessNotes notes;      // who each process is, where its runtime was probed
   ClockAnchors clock;      // where the trace's clock stood against the wall clock (clock notes)
   SampleStore samples;     // on-CPU stack samples (this window's) and every stack seen
+  StreamMarks streams;     // TCP calls' places in their byte streams, kept only when enabled (a merge)
   // Samples of folded windows, classified and counted (CpuProfile::folded).
   std::map<ProfileKey, uint64_t> profile_folded;
   const signals::SignalsData* device_signals = nullptr;  // set by the session for finish()
@@ -66,6 +68,7 @@ struct Analysis {
     threads.on_event(e);
     collectors.on_event(e);
     timeline.on_event(e, &threads);  // the state machine: totals come from its segments
+    if (streams.enabled()) streams.on_event(raw);
   }
   // A user note (capture/user_note.h): identities and probes go to notes; a
   // running process's parent, read from /proc at attach, to the timeline.

@@ -4,22 +4,16 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <charconv>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace steptrace {
 
 namespace {
 
-int env_int(const ProcIdentity* id, const char* key) {
-  if (!id) return -1;
-  auto it = id->env.find(key);
-  if (it == id->env.end()) return -1;
-  int v = -1;
-  const auto& s = it->second;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  return ec == std::errc() && p == s.data() + s.size() ? v : -1;
+int env_int(const ProcIdentity* id, std::string_view key) {
+  return id ? id->launcher_int({key}).value_or(-1) : -1;
 }
 
 }  // namespace

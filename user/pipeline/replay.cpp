@@ -29,10 +29,11 @@ T meta_uint(const nlohmann::json& m, const char* key, T fallback, std::vector<st
 using RecordFn = std::function<void(const void*, size_t)>;
 
 Result<SessionReport> replay(const std::function<Result<CaptureContents>(const RecordFn&)>& read,
-                             const WindowPolicy& windows, const TimeCut& cut = {}) {
+                             const WindowPolicy& windows, const TimeCut& cut = {}, const ReplayKeeps& keeps = {}) {
   SessionReport r;
   Pipeline pipe;
   pipe.set_windows(windows);
+  if (keeps.stream_marks) pipe.analysis().streams.enable();
   uint64_t t0 = 0, lo = 0, hi = UINT64_MAX;
   bool have_t0 = false;
   // Records go through decode -> reorder -> analysis as each chunk is read.
@@ -107,8 +108,9 @@ Result<SessionReport> replay(const std::function<Result<CaptureContents>(const R
 
 }  // namespace
 
-Result<SessionReport> replay_capture(const std::string& path, const WindowPolicy& windows, const TimeCut& cut) {
-  return replay([&](const RecordFn& fn) { return read_capture(path, fn); }, windows, cut);
+Result<SessionReport> replay_capture(const std::string& path, const WindowPolicy& windows, const TimeCut& cut,
+                                     const ReplayKeeps& keeps) {
+  return replay([&](const RecordFn& fn) { return read_capture(path, fn); }, windows, cut, keeps);
 }
 
 Result<SessionReport> replay_capture_bytes(const uint8_t* data, size_t size) {

@@ -21,8 +21,13 @@ struct TimeCut {
   bool active() const { return from_ns > 0 || to_ns != UINT64_MAX; }
 };
 
+// What a replay keeps beyond a report's needs.
+struct ReplayKeeps {
+  bool stream_marks = false;  // TCP calls' stream positions (Analysis::streams), for a merge across hosts
+};
+
 Result<SessionReport> replay_capture(const std::string& path, const WindowPolicy& windows = {},
-                                     const TimeCut& cut = {});
+                                     const TimeCut& cut = {}, const ReplayKeeps& keeps = {});
 // Same, over capture bytes in memory (the report fuzzer).
 Result<SessionReport> replay_capture_bytes(const uint8_t* data, size_t size);
 

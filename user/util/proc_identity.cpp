@@ -2,11 +2,24 @@
 #include "util/proc_identity.h"
 
 #include <algorithm>
+#include <charconv>
 
 #include "util/sys_root.h"
 #include "util/text.h"
 
 namespace steptrace {
+
+std::optional<int> ProcIdentity::launcher_int(std::initializer_list<std::string_view> keys) const {
+  for (std::string_view k : keys) {
+    auto it = env.find(std::string(k));
+    if (it == env.end()) continue;
+    int v = -1;
+    const std::string& s = it->second;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc() && p == s.data() + s.size() && v >= 0) return v;
+  }
+  return std::nullopt;
+}
 namespace {
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }

@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +44,9 @@ struct ProcIdentity {
   // NEURON_RT_ROOT_COMM_ID, STEPTRACE_JOB, POD_NAME, POD_NAMESPACE...).
   std::map<std::string, std::string> env;
   bool empty() const { return !container.in_container() && pod_name.empty() && job.empty() && env.empty(); }
+  // The first of `keys` the launcher set to a non-negative decimal number
+  // (RANK, then SLURM_PROCID...), or nothing.
+  std::optional<int> launcher_int(std::initializer_list<std::string_view> keys) const;
   // "pod ns/name (uid 0123abcd-...)", "container containerd 0123456789ab", or "".
   std::string describe() const;
 };

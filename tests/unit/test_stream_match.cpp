@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: Apache-2.0
+// Hosts' clocks from the bytes they exchanged (multinode/stream_match.h) and
+// the bounded marks they are fitted on (timeline/stream_marks.h): messages
+// with known send and receive times, one host's wall clock planted off by
+// milliseconds and drifting, the fit must land within its own stated bound.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "multinode/stream_match.h"
+#include "timeline/stream_marks.h"
+
+using namespace steptrace;
+
+namespace {
+
+constexpr int64_t kUs = 1000;
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kT0 = 1'000 * kMs;  // true time of the first message
+
+// Host A's wall clock is true time; host B's reads `wall_error_ns` +
+// `residual_ppm` * (t - kT0) ahead of it. Each host's monotonic clock is its
+// job time less its own offset.
+struct Plan {
+  int64_t wall_error_ns = 3 * kMs;
+  double residual_ppm = 7;
+  int messages = 4000;       // each way, one every 2.5 ms
+  uint32_t a_seq0 = 1000, b_seq0 = 0xffffffffu - 150'000;  // B -> A wraps
+  bool b_to_a = true;
+  int64_t b_recording_starts = 0;  // B's marks before this true time are not kept (its recording began later)
+};
+
+constexpr int64_t kOffsetA = 5'000'000 * kMs, kOffsetB = 9'000'000 * kMs;
+
+int64_t b_error(const Plan& p, int64_t t) {
+  return p.wall_error_ns + static_cast<int64_t>(static_cast<double>(t - kT0) * p.residual_ppm * 1e-6);
+}
+uint64_t mono_a(int64_t t) { return static_cast<uint64_t>(t - kOffsetA); }
+uint64_t mono_b(const Plan& p, int64_t t) { return static_cast<uint64_t>(t + b_error(p, t) - kOffsetB); }
+
+HostAlignment anchored(int64_t offset) {
+  HostAlignment c;
+  c.method = AlignmentMethod::anchors;
+  c.offset_ns = offset;
+  c.reading_bound_ns = 40;
+  c.anchors = 3;
+  return c;
+}
+
+const uint8_t kAddrA[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+const uint8_t kAddrB[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2};
+
+// Messages of 3000 bytes each way; the sender's call lasts 5 us, the bytes
+// take 20-80 us to arrive, the receiver wakes 3-30 us later.
+void exchange(const Plan& p, std::vector<StreamMark>& a, std::vector<StreamMark>& b) {
+  std::mt19937_64 rng(42);
+  std::uniform_int_distribution<int64_t> transit(20 * kUs, 80 * kUs), wake(3 * kUs, 30 * kUs);
+  const uint64_t ab = stream_flow_id(kAddrA, 40000, kAddrB, 29500), ba = stream_flow_id(kAddrB, 29500, kAddrA, 40000);
+  uint32_t a_seq = p.a_seq0, b_seq = p.b_seq0;
+  for (int i = 0; i < p.messages; ++i) {
+    const int64_t t = kT0 + i * 2500 * kUs;
+    // A -> B
+    a_seq += 3000;
+    a.push_back({ab, mono_a(t), mono_a(t + 5 * kUs), a_seq, 3000, true});
+    const int64_t arrive = t + 5 * kUs + transit(rng), read = arrive + wake(rng);
+    if (read >= p.b_recording_starts) b.push_back({ab, mono_b(p, read - 2 * kUs), mono_b(p, read), a_seq, 3000, false});
+    if (!p.b_to_a) continue;
+    // B -> A, 1 ms later, read by A in two calls of 1500 bytes
+    const int64_t u = t + kMs;
+    b_seq += 3000;
+    if (u >= p.b_recording_starts) b.push_back({ba, mono_b(p, u), mono_b(p, u + 5 * kUs), b_seq, 3000, true});
+    const int64_t arrive2 = u + 5 * kUs + transit(rng), read2 = arrive2 + wake(rng);
+    a.push_back({ba, mono_a(read2 - kUs), mono_a(read2), b_seq - 1500, 1500, false});
+    a.push_back({ba, mono_a(read2 + 2 * kUs), mono_a(read2 + 3 * kUs), b_seq, 1500, false});
+  }
+}
+
+// B's fitted job time against the truth, worst over the run.
+int64_t worst_error(const Plan& p, const HostAlignment& b) {
+  int64_t worst = 0;
+  for (int64_t t = kT0; t <= kT0 + p.messages * 2500 * kUs; t += 100 * kMs)
+    worst = std::max<int64_t>(worst, std::llabs(b.to_job_ns(mono_b(p, t)) - t));
+  return worst;
+}
+
+HostAlignment with_fit(HostAlignment c, const StreamFit& f) {
+  c.method = AlignmentMethod::network;
+  c.net_peer = 0;
+  c.net_offset_ns = f.offset_ns;
+  c.net_origin_ns = f.origin_ns;
+  c.net_drift_ppm = f.drift_ppm;
+  c.net_bound_ns = f.bound_ns;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("stream match: a wall clock 3 ms off and 7 ppm fast is fitted within its stated bound", "[multinode]") {
+  Plan p;
+  std::vector<StreamMark> a, b;
+  exchange(p, a, b);
+  const HostAlignment ca = anchored(kOffsetA), cb = anchored(kOffsetB);
+  // By the anchors alone, B is off by the planted error.
+  CHECK(std::llabs(cb.to_job_ns(mono_b(p, kT0)) - kT0 - p.wall_error_ns) < kUs);
+  const StreamFit f = fit_stream_offset(b, cb, a, ca);
+  INFO(f.why_not);
+  REQUIRE(f.ok);
+  CHECK(f.flows == 2);
+  CHECK(f.lower == static_cast<size_t>(p.messages));
+  CHECK(f.upper == static_cast<size_t>(p.messages));
+  // The band is the tightest exchange each way: ~(20+3) us + ~(20+3) us wide.
+  CHECK(f.bound_ns <= 40 * kUs);
+  CHECK(f.bound_ns >= 15 * kUs);
+  CHECK(std::fabs(f.drift_ppm + p.residual_ppm) < 0.5);
+  const int64_t err = worst_error(p, with_fit(cb, f));
+  INFO("worst " << err << " ns, bound " << f.bound_ns);
+  CHECK(err <= static_cast<int64_t>(f.bound_ns));
+}
+
+TEST_CASE("stream match: bytes one way only bound one side and are not fitted", "[multinode]") {
+  Plan p;
+  p.b_to_a = false;
+  std::vector<StreamMark> a, b;
+  exchange(p, a, b);
+  const StreamFit f = fit_stream_offset(b, anchored(kOffsetB), a, anchored(kOffsetA));
+  CHECK_FALSE(f.ok);
+  CHECK(f.lower == static_cast<size_t>(p.messages));
+  CHECK(f.upper == 0);
+  CHECK(f.why_not.find("one way") != std::string::npos);
+  // Streams the other host never saw: nothing in common.
+  std::vector<StreamMark> other = a;
+  for (auto& m : other) m.flow ^= 1;
+  const StreamFit g = fit_stream_offset(b, anchored(kOffsetB), other, anchored(kOffsetA));
+  CHECK_FALSE(g.ok);
+  CHECK(g.why_not == "no byte stream seen on both hosts");
+}
+
+TEST_CASE("stream match: a receiver whose recording began after the sequence wrapped still pairs the bytes",
+          "[multinode]") {
+  Plan p;
+  p.b_seq0 = 0xffffffffu - 3000u * 100u;  // B -> A wraps after 100 messages
+  p.a_seq0 = 0xffffffffu - 3000u * 300u;  // A -> B after 300
+  p.b_recording_starts = kT0 + 400 * 2500 * kUs;  // B's capture starts after both wraps
+  std::vector<StreamMark> a, b;
+  exchange(p, a, b);
+  const StreamFit f = fit_stream_offset(b, anchored(kOffsetB), a, anchored(kOffsetA));
+  INFO(f.why_not);
+  REQUIRE(f.ok);
+  CHECK(f.lower == static_cast<size_t>(p.messages - 400));
+  CHECK(worst_error(p, with_fit(anchored(kOffsetB), f)) <= static_cast<int64_t>(f.bound_ns));
+}
+
+TEST_CASE("stream marks: past the cap they thin to the calls holding a multiple of a stride, the same on both ends",
+          "[multinode]") {
+  StreamMarks sender(64), receiver(64);
+  const uint64_t flow = stream_flow_id(kAddrA, 1, kAddrB, 2);
+  uint32_t seq = 0xffffffffu - 20'000;  // wraps on the way
+  for (uint64_t i = 0; i < 2000; ++i) {
+    seq += 100;
+    sender.add({flow, i * 10, i * 10 + 1, seq, 100, true});
+  }
+  seq = 0xffffffffu - 20'000;
+  for (uint64_t i = 0; i < 1000; ++i) {  // read 200 bytes at a time
+    seq += 200;
+    receiver.add({flow, i * 20 + 5, i * 20 + 6, seq, 200, false});
+  }
+  CHECK(sender.seen() == 2000);
+  CHECK(sender.marks().size() < 64);
+  CHECK(sender.stride() > 1);
+  CHECK(receiver.stride() > 1);
+  for (const auto* m : {&sender, &receiver})
+    for (const auto& k : m->marks()) {
+      const uint32_t first = k.seq_end - k.bytes;
+      CHECK(((0u - first) & (m->stride() - 1)) < k.bytes);
+    }
+  // Every receive kept shares a byte with a send kept (the sender's stride
+  // divides the receiver's or the other way round).
+  size_t shared = 0;
+  for (const auto& r : receiver.marks())
+    for (const auto& s : sender.marks())
+      if (static_cast<int32_t>(s.seq_end - (r.seq_end - r.bytes)) > 0 &&
+          static_cast<int32_t>(r.seq_end - (s.seq_end - s.bytes)) > 0) {
+        ++shared;
+        break;
+      }
+  CHECK(shared == std::min(receiver.marks().size(), sender.marks().size()));
+}
+
+TEST_CASE("stream match: three hosts in a line are fitted through the middle one, bounds adding up", "[multinode]") {
+  // Host 0 and host 2 both exchange with host 1 only. Host 1's wall clock is
+  // 3 ms ahead of the truth and 7 ppm fast, host 2's 1 ms ahead.
+  Plan p01;
+  std::vector<StreamMark> m0, m1, m1b, m2;
+  exchange(p01, m0, m1);
+  Plan p12;
+  p12.wall_error_ns = kMs;
+  p12.residual_ppm = 0;
+  p12.a_seq0 = 77;
+  p12.b_seq0 = 99;
+  exchange(p12, m1b, m2);  // its "A" is host 1 (times moved onto host 1's clock below), its "B" host 2
+  for (auto& m : m1b) {
+    const int64_t t_start = static_cast<int64_t>(m.start) + kOffsetA, t_end = static_cast<int64_t>(m.end) + kOffsetA;
+    m.start = mono_b(p01, t_start);
+    m.end = mono_b(p01, t_end);
+    m.flow ^= 0x5555;  // other connections
+  }
+  for (auto& m : m2) m.flow ^= 0x5555;
+  m1.insert(m1.end(), m1b.begin(), m1b.end());
+  StreamMarks s0, s1, s2;
+  for (auto* s : {&s0, &s1, &s2}) s->enable();
+  for (const auto& m : m0) s0.add(m);
+  for (const auto& m : m1) s1.add(m);
+  for (const auto& m : m2) s2.add(m);
+  std::vector<HostAlignment> clocks{anchored(kOffsetA), anchored(kOffsetB), anchored(kOffsetB)};
+  std::vector<std::string> why;
+  refine_by_streams(clocks, {&s0, &s1, &s2}, why);
+  CHECK(clocks[0].method == AlignmentMethod::anchors);
+  REQUIRE(clocks[1].method == AlignmentMethod::network);
+  REQUIRE(clocks[2].method == AlignmentMethod::network);
+  CHECK(clocks[1].net_peer == 0);
+  CHECK(clocks[2].net_peer == 1);
+  CHECK(clocks[2].net_bound_ns > clocks[1].net_bound_ns);
+  CHECK(why[2].empty());
+  CHECK(worst_error(p01, clocks[1]) <= static_cast<int64_t>(clocks[1].net_bound_ns));
+  const int64_t worst = worst_error(p12, clocks[2]);
+  INFO("host 2 worst " << worst << " ns, bound " << clocks[2].net_bound_ns);
+  CHECK(worst <= static_cast<int64_t>(clocks[2].net_bound_ns));
+}
