@@ -9,7 +9,7 @@ install(FILES ${_pkg}/steptrace.toml DESTINATION /etc/steptrace)
 configure_file(${_pkg}/steptrace.8.in ${CMAKE_BINARY_DIR}/steptrace.8 @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/steptrace.8 DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
 install(FILES ${_pkg}/grafana/steptrace-dashboard.json ${_pkg}/prometheus/steptrace-alerts.yml
-        DESTINATION ${CMAKE_INSTALL_DATADIR}/steptrace)
+        ${_pkg}/prometheus/steptrace-rules.yml DESTINATION ${CMAKE_INSTALL_DATADIR}/steptrace)
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME steptrace)

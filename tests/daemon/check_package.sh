@@ -20,7 +20,7 @@ echo "built $deb"
 contents=$(dpkg-deb --contents "$deb")
 for f in ./usr/sbin/steptrace ./usr/lib/systemd/system/steptrace.service ./etc/steptrace/steptrace.toml \
          ./usr/share/man/man8/steptrace.8 ./usr/share/steptrace/steptrace-dashboard.json \
-         ./usr/share/steptrace/steptrace-alerts.yml; do
+         ./usr/share/steptrace/steptrace-alerts.yml ./usr/share/steptrace/steptrace-rules.yml; do
   grep -q " $f\$" <<<"$contents" || fail "$f missing from the package"
 done
 dpkg-deb --field "$deb" Package | grep -qx steptrace || fail "package name"
@@ -108,7 +108,8 @@ else
 fi
 
 if command -v promtool >/dev/null 2>&1; then
-  promtool check rules "$src/packaging/prometheus/steptrace-alerts.yml" >/dev/null || fail "promtool"
+  promtool check rules "$src/packaging/prometheus/steptrace-alerts.yml" \
+    "$src/packaging/prometheus/steptrace-rules.yml" >/dev/null || fail "promtool"
 fi
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["panels"] and d["title"]' \
   "$src/packaging/grafana/steptrace-dashboard.json" || fail "dashboard JSON"

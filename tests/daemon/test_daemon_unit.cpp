@@ -126,6 +126,28 @@ TEST_CASE("daemon discovery parsers", "[daemon]") {
   CHECK_FALSE(parse_stat_ppid("garbage").has_value());
 }
 
+TEST_CASE("daemon discovery: the launcher's node rank, and a daemon scoped to a cgroup", "[daemon]") {
+  // torchrun says GROUP_RANK; Slurm SLURM_NODEID; the first set wins.
+  auto id = parse_identity(std::string("RANK=5\0SLURM_NODEID=9\0GROUP_RANK=2\0", 35), "0::/\n");
+  CHECK(id.node == "2");
+  CHECK(parse_identity(std::string("SLURM_NODEID=4\0", 15), "0::/\n").node == "4");
+  CHECK(parse_identity(std::string("RANK=1\0", 7), "0::/\n").node.empty());
+  // v2 line, or any v1 hierarchy's path; the scope's own path or below it, not a sibling with its prefix.
+  const std::string v2 = "0::/kubepods/burstable/pod-a/cri-1.scope\n";
+  const std::string hybrid = "12:cpu,cpuacct:/sim/node1\n4:memory:/sim/node1\n0::/user.slice\n";
+  CHECK(cgroup_in_scope(v2, "/kubepods/burstable/pod-a"));
+  CHECK(cgroup_in_scope(v2, "/kubepods/burstable/pod-a/"));
+  CHECK(cgroup_in_scope(v2, "/kubepods/burstable/pod-a/cri-1.scope"));
+  CHECK_FALSE(cgroup_in_scope(v2, "/kubepods/burstable/pod"));
+  CHECK_FALSE(cgroup_in_scope(v2, "/kubepods/besteffort"));
+  CHECK(cgroup_in_scope(hybrid, "/sim/node1"));
+  CHECK_FALSE(cgroup_in_scope(hybrid, "/sim/node0"));
+  CHECK(cgroup_in_scope(hybrid, "/user.slice"));
+  CHECK(cgroup_in_scope(hybrid, "/"));
+  CHECK_FALSE(cgroup_in_scope("garbage without colons\n", "/"));
+  CHECK_FALSE(cgroup_in_scope("", "/sim"));
+}
+
 TEST_CASE("daemon discovery: a process in a pod is labelled by its pod, namespace and container", "[daemon]") {
   char tmpl[] = "/tmp/st-proc.XXXXXX";
   REQUIRE(::mkdtemp(tmpl) != nullptr);

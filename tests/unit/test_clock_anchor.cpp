@@ -124,3 +124,37 @@ TEST_CASE("clock: an anchor travels in a note, and a bad note is counted, not us
   CHECK(j["first"]["bound_ns"] == 77);
   CHECK(j["first"].find("note") == j["first"].end());
 }
+
+TEST_CASE("clock: an anchor carries what the kernel says of the wall clock's own error", "[clock]") {
+  // adjtimex(2) always answers: a maximum error (16 s, its cap, when no NTP
+  // daemon disciplines the clock) and whether the clock is synchronized.
+  const ClockAnchor now = take_clock_anchor();
+  CHECK(now.wall_max_error_us >= 0);
+  CHECK(now.wall_max_error_us <= 16'000'000);
+  ClockAnchor a = at(123'456'789'000ull, 1'700'000'000'000'000'000ll, 77);
+  a.wall_max_error_us = 1500;
+  auto back = anchor_in_note(clock_note(a));
+  REQUIRE(back);
+  CHECK(back->wall_max_error_us == 1500);
+  CHECK_FALSE(back->wall_unsynced);
+  ClockAnchor u = a;
+  u.mono_ns += 10'000'000'000ull;
+  u.real_ns += 10'000'000'000ll;
+  u.wall_max_error_us = 2500;
+  u.wall_unsynced = true;
+  back = anchor_in_note(clock_note(u));
+  REQUIRE(back);
+  CHECK(back->wall_unsynced);
+  // A note from before these fields: not stated.
+  back = anchor_in_note({{"note", "clock"}, {"mono_ns", 1u}, {"real_ns", 2}, {"bound_ns", 3u}});
+  REQUIRE(back);
+  CHECK(back->wall_max_error_us == -1);
+  CHECK_FALSE(back->wall_unsynced);
+  ClockAnchors all;
+  CHECK(all.worst_wall_error_us() == -1);
+  all.add(a);
+  all.add(u);
+  CHECK(all.worst_wall_error_us() == 2500);
+  CHECK(all.unsynced() == 1);
+  CHECK(clock_json(all)["wall_max_error_us"] == 2500);
+}

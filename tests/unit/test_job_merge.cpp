@@ -130,6 +130,51 @@ TEST_CASE("job merge: hosts are paired by their wall clocks, not by raw monotoni
   CHECK(job.culprit.mean_late_ns == 9 * kMs);
 }
 
+TEST_CASE("job merge: by the wall clocks alone the bound adds the errors their kernels state, or says it has none",
+          "[multinode]") {
+  const int64_t wall0 = 1'800'000'000'000'000'000;
+  auto a = make_host("boot-a", 500'000 * kMs, wall0, 0, {{0, 0, 0}, {1, 0, 9 * kMs}}, 9 * kMs, 30, 10);
+  auto b = make_host("boot-b", 700'000 * kMs, wall0, 0, {{2, 1, 0}, {3, 1, 0}}, 9 * kMs, 30, 10);
+  {
+    // Anchors from before adjtimex was read: the wall clocks' error is not stated.
+    const JobReport job = merge_job({{"a.cap", &a}, {"b.cap", &b}});
+    CHECK(job.wall_clock_bound_ns == -1);
+    CHECK(job.reading_bound_ns == 80);
+    CHECK(job.alignment_bound_ns == 80);
+    CHECK_FALSE(job.network_aligned);
+    CHECK(format_job_text(job).find("not stated by the captures") != std::string::npos);
+    // No stream marks kept: why the network did not refine it.
+    CHECK(job.hosts[1].network_why_not.find("no TCP stream positions") != std::string::npos);
+  }
+  auto restate = [](SessionReport& r, int64_t max_error_us, bool unsynced) {
+    ClockAnchors again;
+    ClockAnchor x = r.analysis.clock.first(), y = r.analysis.clock.last();
+    for (ClockAnchor* k : {&x, &y}) {
+      k->wall_max_error_us = max_error_us;
+      k->wall_unsynced = unsynced;
+      again.add(*k);
+    }
+    r.analysis.clock = again;
+  };
+  restate(a, 1500, false);
+  restate(b, 2500, false);
+  {
+    const JobReport job = merge_job({{"a.cap", &a}, {"b.cap", &b}});
+    CHECK(job.wall_clock_bound_ns == 80 + 4'000'000);
+    CHECK(format_job_text(job).find("within +-4.000 ms in all") != std::string::npos);
+    CHECK(job_report_json(job)["alignment"]["wall_clock_bound_ns"] == 80 + 4'000'000);
+  }
+  restate(b, 2500, true);
+  {
+    const JobReport job = merge_job({{"a.cap", &a}, {"b.cap", &b}});
+    CHECK(job.wall_clock_bound_ns == -1);
+    CHECK(job.unsynced_hosts == std::vector<size_t>{1});
+    CHECK(format_job_text(job).find("NOT BOUNDED: the wall clock of host(s) 1 was not synchronized") !=
+          std::string::npos);
+    CHECK(job_report_json(job)["alignment"]["wall_clock_bound_ns"].is_null());
+  }
+}
+
 TEST_CASE("job merge: captures of one boot share a clock, and ranks that arrive together have no culprit",
           "[multinode]") {
   const int64_t wall0 = 1'800'000'000'000'000'000;

@@ -46,6 +46,9 @@ void add_flags(CLI::App& app, DaemonConfig& c) {
   app.add_option("--runtime-lib", c.runtime_libs, "Neuron runtime library to probe up front (repeatable)");
   app.add_option("--btf", c.btf_path, "Kernel BTF file when /sys/kernel/btf/vmlinux is missing");
   app.add_option("--host", c.host, "host label (default: the hostname)");
+  app.add_option("--cgroup", c.cgroup,
+                 "Trace only processes in this cgroup or below it (the path /proc/PID/cgroup shows, e.g. "
+                 "/kubepods/burstable/pod<uid>)");
   app.add_option("--flight-seconds", c.flight_seconds, "Flight recorder: seconds of raw events kept in memory");
   app.add_option("--flight-mib", c.flight_mib, "Flight recorder: memory cap in MiB");
   app.add_option("--dump-dir", c.dump_dir, "Directory for flight-recorder captures");
@@ -136,6 +139,7 @@ Result<Ok> apply_config_toml(const std::string& text, const std::string& origin,
         {"runtime_libs", strs(c.runtime_libs)},
         {"btf", str(c.btf_path)},
         {"host", str(c.host)},
+        {"cgroup", str(c.cgroup)},
         {"flight_recorder_seconds", dbl(c.flight_seconds)},
         {"flight_recorder_mib", u32(c.flight_mib)},
         {"dump_dir", str(c.dump_dir)},
@@ -214,6 +218,8 @@ Result<Ok> validate(const DaemonConfig& c) {
   if (!(c.hang_after_s >= 0 && c.hang_after_s <= 86400)) return make_error("hang_after_seconds must be within 0..86400");
   if (c.max_processes == 0 || c.max_series == 0) return make_error("max_processes and max_series must be positive");
   if (c.dump_dir.empty() || c.dump_dir.front() != '/') return make_error("dump_dir must be an absolute path");
+  if (!c.cgroup.empty() && (c.cgroup.front() != '/' || c.cgroup.find('\n') != std::string::npos))
+    return make_error(fmt::format("cgroup '{}': a path as /proc/PID/cgroup shows it, starting with /", c.cgroup));
   return Ok{};
 }
 

@@ -38,6 +38,10 @@ struct DaemonConfig {
   std::vector<std::string> runtime_libs;
   std::string btf_path;
   std::string host;                    // label; "" = gethostname()
+  // Only processes in this cgroup or below it (the path as /proc/PID/cgroup
+  // shows it, any hierarchy): one daemon per pod, or per simulated node.
+  // "" = every process.
+  std::string cgroup;
   // Flight recorder.
   double flight_seconds = 30;
   uint32_t flight_mib = 32;

@@ -119,6 +119,7 @@ void Daemon::apply_runtime_config() {
     paths.push_back(ec ? p : canon.string());
   }
   scanner_.set_accel_paths(std::move(paths));
+  scanner_.set_cgroup_scope(cfg_.cgroup);
 }
 
 Status Daemon::reload() {

@@ -66,6 +66,7 @@ st_proc_agg operator+(const st_proc_agg& a, const st_proc_agg& b);
 // counting in the same series, so no label changes with the process.
 struct RankSeries {
   std::string job, rank;
+  std::string node;  // the launcher's node rank ("" when it says none: no node label)
   uint32_t pid_num = 0;  // the latest process with this rank
   // Every process seen with this rank while the series lives: who it is and
   // the last window it had steps in (steptrace_rank_info, one sample each).

@@ -52,6 +52,10 @@ std::vector<uint32_t> ProcScanner::holders(uint32_t self, const std::set<uint32_
   std::vector<uint32_t> out;
   for_each_pid(proc_, [&](uint32_t pid) {
     if (pid == self || skip.count(pid)) return;
+    if (!cgroup_.empty()) {
+      auto cg = read_small_file(proc_ + "/" + std::to_string(pid) + "/cgroup", 64 << 10);
+      if (!cg || !cgroup_in_scope(*cg, cgroup_)) return;
+    }
     std::string fd_dir = proc_ + "/" + std::to_string(pid) + "/fd";
     int dfd = ::open(fd_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) return;  // gone, or a kernel thread we may not read
@@ -99,13 +103,34 @@ std::vector<std::pair<uint32_t, uint32_t>> ProcScanner::descendants(uint32_t roo
   return out;
 }
 
+bool cgroup_in_scope(std::string_view proc_cgroup, std::string_view scope) {
+  while (scope.size() > 1 && scope.back() == '/') scope.remove_suffix(1);
+  size_t pos = 0;
+  while (pos < proc_cgroup.size()) {
+    size_t end = proc_cgroup.find('\n', pos);
+    if (end == std::string_view::npos) end = proc_cgroup.size();
+    const auto line = proc_cgroup.substr(pos, end - pos);
+    pos = end + 1;
+    // "hierarchy-id:controllers:path"; the path may itself hold ':'.
+    const size_t a = line.find(':');
+    const size_t b = a == std::string_view::npos ? a : line.find(':', a + 1);
+    if (b == std::string_view::npos) continue;
+    const auto path = line.substr(b + 1);
+    if (scope == "/" || path == scope || (path.size() > scope.size() && path.substr(0, scope.size()) == scope &&
+                                          path[scope.size()] == '/'))
+      return true;
+  }
+  return false;
+}
+
 bool ProcScanner::alive(uint32_t pid) const {
   return ::access((proc_ + "/" + std::to_string(pid)).c_str(), F_OK) == 0;
 }
 
 ProcIdentity parse_identity(std::string_view environ, std::string_view cgroup) {
   ProcIdentity id;
-  std::string job_env[3];
+  std::string job_env[3], node_env[3];
+  constexpr std::string_view kNodeKeys[3] = {"GROUP_RANK=", "NODE_RANK=", "SLURM_NODEID="};
   constexpr std::string_view kKeys[3] = {"STEPTRACE_JOB=", "TORCHELASTIC_RUN_ID=", "SLURM_JOB_ID="};
   size_t pos = 0;
   while (pos < environ.size()) {
@@ -115,11 +140,18 @@ ProcIdentity parse_identity(std::string_view environ, std::string_view cgroup) {
     for (int i = 0; i < 3; ++i)
       if (kv.substr(0, kKeys[i].size()) == kKeys[i]) job_env[i] = std::string(kv.substr(kKeys[i].size()));
     if (kv.substr(0, 5) == "RANK=") id.rank = std::string(kv.substr(5));
+    for (int i = 0; i < 3; ++i)
+      if (kv.substr(0, kNodeKeys[i].size()) == kNodeKeys[i]) node_env[i] = std::string(kv.substr(kNodeKeys[i].size()));
     pos = end + 1;
   }
   for (const auto& j : job_env)
     if (!j.empty()) {
       id.job = j;
+      break;
+    }
+  for (const auto& n : node_env)
+    if (!n.empty()) {
+      id.node = n;
       break;
     }
   if (id.job.empty()) {
@@ -140,6 +172,7 @@ ProcIdentity parse_identity(std::string_view environ, std::string_view cgroup) {
   // characters, capped without cutting a character (util/text.h).
   id.job = std::string(utf8_prefix(host_string(id.job), 128));
   id.rank = std::string(utf8_prefix(host_string(id.rank), 16));
+  id.node = std::string(utf8_prefix(host_string(id.node), 16));
   return id;
 }
 

@@ -38,6 +38,7 @@ void Daemon::render_metrics() {
 void Daemon::render_step_metrics(Exposition& x) const {
   auto R = [this](const RankSeries& s, Labels more = {}) {
     Labels l = host_labels({{"training_job", s.job}, {"rank", s.rank}});
+    if (!s.node.empty()) l.insert(l.end() - 1, {"node", s.node});  // training_job, node, rank
     l.insert(l.end(), more.begin(), more.end());
     return l;
   };

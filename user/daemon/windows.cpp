@@ -86,6 +86,7 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
       RankSeries s;
       s.job = id.job;
       s.rank = rank;
+      s.node = id.node;
       it = series_.emplace(key, std::move(s)).first;
     }
     RankSeries& s = it->second;

@@ -31,6 +31,8 @@ HostAlignment align_by_anchors(const ClockAnchors& anchors, int64_t start_offset
   a.offset_ns = f.offset_ns();
   a.reading_bound_ns = std::max(anchors.widest_bound_ns(), anchors.tightest_bound_ns());
   a.wall_clock_stepped = !anchors.steps().empty() || anchors.steps_over_cap() > 0;
+  a.wall_max_error_us = anchors.worst_wall_error_us();
+  a.wall_unsynced = anchors.unsynced() > 0;
   // Between the first and the last anchor the wall clock moved against the
   // monotonic clock at the slew rate (NTP slews both together, so it is
   // near 0); a stepped clock keeps the first anchor's offset: wall times

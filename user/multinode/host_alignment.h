@@ -39,6 +39,11 @@ struct HostAlignment {
   // 0 for the same boot); the hosts' wall clocks' own disagreement is on top.
   uint64_t reading_bound_ns = 0;
   bool wall_clock_stepped = false;  // the anchors saw a step: the first anchor's offset is used before it
+  // The wall clock's own error against true time, as its kernel stated it
+  // (ClockAnchors::worst_wall_error_us; -1 not stated), and whether it was
+  // unsynchronized at an anchor (then unbounded).
+  int64_t wall_max_error_us = -1;
+  bool wall_unsynced = false;
   size_t anchors = 0;
 
   // network: a correction on top of the anchors' job time j, fitted to the

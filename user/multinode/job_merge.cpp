@@ -332,6 +332,8 @@ void align_clocks(JobReport& job, const std::vector<JobInput>& inputs) {
   std::vector<std::string> why_not;
   refine_by_streams(clocks, marks, why_not);
   std::vector<uint64_t> net_bounds;  // each host's against the reference
+  std::vector<int64_t> wall_errors_us;
+  bool wall_errors_known = true;
   for (size_t h = 0; h < job.hosts.size(); ++h) {
     JobHost& host = job.hosts[h];
     host.clock = clocks[h];
@@ -340,11 +342,19 @@ void align_clocks(JobReport& job, const std::vector<JobInput>& inputs) {
     ++job.wall_clock_hosts;
     job.alignment_bound_ns = std::max(job.alignment_bound_ns, host.clock.reading_bound_ns);
     if (host.clock.method == AlignmentMethod::network) net_bounds.push_back(host.clock.net_bound_ns);
+    if (host.clock.wall_unsynced) job.unsynced_hosts.push_back(h);
+    wall_errors_known = wall_errors_known && !host.clock.wall_unsynced && host.clock.wall_max_error_us >= 0;
+    wall_errors_us.push_back(host.clock.wall_max_error_us);
   }
   // Two hosts on their own clocks: each one's anchor bound adds up.
   if (job.wall_clock_hosts > 1) job.alignment_bound_ns *= 2;
   else job.alignment_bound_ns = 0;
   job.reading_bound_ns = job.alignment_bound_ns;
+  if (job.wall_clock_hosts > 1 && wall_errors_known) {
+    std::sort(wall_errors_us.rbegin(), wall_errors_us.rend());
+    job.wall_clock_bound_ns =
+        static_cast<int64_t>(job.reading_bound_ns) + (wall_errors_us[0] + wall_errors_us[1]) * 1000;
+  }
   // Every host but the reference fitted by the network: the bound between
   // two of them is at most the sum of their bounds against the reference.
   job.network_aligned = job.wall_clock_hosts > 1 && net_bounds.size() + 1 == job.wall_clock_hosts;

@@ -87,6 +87,11 @@ struct JobReport {
   size_t wall_clock_hosts = 0;        // hosts on their own clock (not the same boot as another)
   bool network_aligned = false;       // every such host but the first fitted by the bytes exchanged
   uint64_t reading_bound_ns = 0;      // the anchors' reading bounds alone (two hosts' added)
+  // By the wall clocks alone: the reading bound plus the two largest errors
+  // the hosts' kernels stated for their wall clocks; -1 when a host did not
+  // state one or was not synchronized (unbounded).
+  int64_t wall_clock_bound_ns = -1;
+  std::vector<size_t> unsynced_hosts;  // hosts whose wall clock was not synchronized
   JobCulprit culprit;
   Category common_category = Category::other;  // what the ranks' time mostly went to
   std::string headline;

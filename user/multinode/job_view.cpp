@@ -40,9 +40,21 @@ std::string alignment_words(const JobReport& job) {
   if (job.network_aligned)
     return fmt::format("by the bytes the hosts exchanged over TCP, on top of their wall clocks: any two hosts within "
                        "+-{:.1f} us", static_cast<double>(job.alignment_bound_ns) / 1e3);
+  std::string own;
+  if (job.wall_clock_bound_ns >= 0) {
+    own = fmt::format("within +-{:.3f} ms in all, by the maximum errors the hosts' kernels state for their wall "
+                      "clocks (adjtimex, as their NTP daemons set them)",
+                      static_cast<double>(job.wall_clock_bound_ns) / 1e6);
+  } else if (!job.unsynced_hosts.empty()) {
+    std::string hosts;
+    for (size_t h : job.unsynced_hosts) hosts += (hosts.empty() ? "" : ", ") + std::to_string(h);
+    own = fmt::format("NOT BOUNDED: the wall clock of host(s) {} was not synchronized (adjtimex)", hosts);
+  } else {
+    own = "not stated by the captures (~1 ms under NTP, tens of us under PTP)";
+  }
   return fmt::format("by each host's wall clock: within +-{} ns of reading error, plus the hosts' wall clocks' "
-                     "own disagreement (not measured: ~1 ms under NTP, tens of us under PTP)",
-                     job.alignment_bound_ns);
+                     "own errors: {}",
+                     job.alignment_bound_ns, own);
 }
 
 nlohmann::json network_json(const JobHost& h) {
@@ -119,7 +131,9 @@ nlohmann::json job_report_json(const JobReport& job) {
   j["alignment"] = {{"wall_clock_hosts", job.wall_clock_hosts},
                     {"network_aligned", job.network_aligned},
                     {"bound_ns", job.alignment_bound_ns},
-                    {"reading_bound_ns", job.reading_bound_ns}};
+                    {"reading_bound_ns", job.reading_bound_ns},
+                    {"wall_clock_bound_ns", job.wall_clock_bound_ns >= 0 ? json(job.wall_clock_bound_ns) : json(nullptr)},
+                    {"unsynced_hosts", job.unsynced_hosts}};
   json culprit = nullptr;
   if (job.culprit.found) {
     const auto& c = job.culprit;
@@ -146,6 +160,8 @@ nlohmann::json job_report_json(const JobReport& job) {
                                      {"reading_bound_ns", h.clock.reading_bound_ns},
                                      {"anchors", h.clock.anchors},
                                      {"wall_clock_stepped", h.clock.wall_clock_stepped},
+                                     {"wall_max_error_us", h.clock.wall_max_error_us},
+                                     {"wall_unsynced", h.clock.wall_unsynced},
                                      {"network", network_json(h)}}}});
   j["nodes"] = json::array();
   for (const auto& n : job.nodes) {

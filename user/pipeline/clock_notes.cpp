@@ -9,7 +9,10 @@
 namespace steptrace {
 
 nlohmann::json clock_note(const ClockAnchor& a) {
-  return {{"note", "clock"}, {"mono_ns", a.mono_ns}, {"real_ns", a.real_ns}, {"bound_ns", a.bound_ns}};
+  nlohmann::json j = {{"note", "clock"}, {"mono_ns", a.mono_ns}, {"real_ns", a.real_ns}, {"bound_ns", a.bound_ns}};
+  if (a.wall_max_error_us >= 0) j["wall_max_error_us"] = a.wall_max_error_us;
+  if (a.wall_unsynced) j["wall_unsynced"] = true;
+  return j;
 }
 
 std::optional<ClockAnchor> anchor_in_note(const nlohmann::json& note) {
@@ -24,6 +27,10 @@ std::optional<ClockAnchor> anchor_in_note(const nlohmann::json& note) {
   a.real_ns = r->get<int64_t>();
   a.bound_ns = b->get<uint32_t>();
   if (!a.valid()) return std::nullopt;
+  // Older captures do not say: the wall clock's error stays unknown.
+  if (auto e = note.find("wall_max_error_us"); e != note.end() && e->is_number_integer() && e->get<int64_t>() >= 0)
+    a.wall_max_error_us = e->get<int64_t>();
+  if (auto u = note.find("wall_unsynced"); u != note.end() && u->is_boolean()) a.wall_unsynced = u->get<bool>();
   return a;
 }
 
@@ -37,7 +44,9 @@ nlohmann::json clock_json(const ClockAnchors& c) {
                       {"wall_clock_steps", steps},
                       {"wall_clock_steps_not_listed", c.steps_over_cap()},
                       {"out_of_order", c.out_of_order()},
-                      {"slew_ppm", c.slew_ppm()}};
+                      {"slew_ppm", c.slew_ppm()},
+                      {"wall_max_error_us", c.worst_wall_error_us()},
+                      {"unsynced_anchors", c.unsynced()}};
   if (c.count()) {
     j["first"] = clock_note(c.first());
     j["last"] = clock_note(c.last());

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "util/clock_anchor.h"
 
+#include <sys/timex.h>
 #include <time.h>
 
 #include <algorithm>
@@ -33,6 +34,12 @@ ClockAnchor take_clock_anchor(int tries) {
     best.real_ns = r;
     // Half the bracket, rounded up: at least 1 ns, so a bound is never "exact".
     best.bound_ns = static_cast<uint32_t>(std::min<int64_t>(width / 2 + 1, std::numeric_limits<uint32_t>::max()));
+  }
+  timex tx{};  // modes 0: read only
+  const int state = adjtimex(&tx);
+  if (state >= 0) {
+    best.wall_unsynced = state == TIME_ERROR || (tx.status & STA_UNSYNC);
+    best.wall_max_error_us = tx.maxerror;
   }
   return best;
 }
@@ -72,6 +79,8 @@ void ClockAnchors::add(const ClockAnchor& a) {
     tightest_ = std::min(tightest_, a.bound_ns);
     widest_ = std::max(widest_, a.bound_ns);
   }
+  if (a.wall_unsynced) ++unsynced_;
+  if (a.wall_max_error_us >= 0) worst_wall_error_us_ = std::max(worst_wall_error_us_, a.wall_max_error_us);
   last_ = a;
   ++count_;
 }

@@ -25,6 +25,11 @@ struct ClockAnchor {
   uint64_t mono_ns = 0;   // CLOCK_MONOTONIC, the middle of the tightest bracket
   int64_t real_ns = 0;    // CLOCK_REALTIME read inside that bracket
   uint32_t bound_ns = 0;  // real_ns is REALTIME at mono_ns within +-bound_ns
+  // What the kernel says of the wall clock itself (adjtimex(2), as the NTP
+  // daemon set it): its maximum error against true time in us (-1: not
+  // known), and whether it is synchronized at all.
+  int64_t wall_max_error_us = -1;
+  bool wall_unsynced = false;
   int64_t offset_ns() const { return real_ns - static_cast<int64_t>(mono_ns); }
   bool valid() const { return mono_ns != 0 && real_ns != 0; }
 };
@@ -32,7 +37,7 @@ struct ClockAnchor {
 // Reads MONOTONIC, REALTIME, MONOTONIC `tries` times and keeps the narrowest
 // bracket (a preemption or an interrupt between the reads widens one; the
 // fastest of several is what chrony keeps of a PHC too). The bound is half
-// the bracket.
+// the bracket. Then adjtimex(2) for the wall clock's own error.
 ClockAnchor take_clock_anchor(int tries = 10);
 
 // A wall-clock step between two anchors: REALTIME - MONOTONIC moved by more
@@ -68,6 +73,10 @@ class ClockAnchors {
   // between anchors that hold no step, in ppm (0 with no such interval).
   // Monotonic being slewed with it, this is near 0 under NTP.
   double slew_ppm() const;
+  // The wall clock's largest stated maximum error over the anchors (-1: no
+  // anchor said), and the anchors taken while it was not synchronized.
+  int64_t worst_wall_error_us() const { return worst_wall_error_us_; }
+  size_t unsynced() const { return unsynced_; }
 
  private:
   size_t count_ = 0;
@@ -79,6 +88,8 @@ class ClockAnchors {
   // their length (slew_ppm).
   int64_t slew_moved_ns_ = 0;
   uint64_t slew_span_ns_ = 0;
+  int64_t worst_wall_error_us_ = -1;
+  size_t unsynced_ = 0;
 };
 
 }  // namespace steptrace

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# The fleet view of one job across nodes: trainsim's straggler scenario as 2
+# simulated nodes x 2 ranks (rank 3 on node 1 preprocesses 12x slower), each
+# node's ranks in their own cgroup, one steptrace daemon per node scoped to
+# its cgroup (as one daemon per pod under Kubernetes), and a real Prometheus
+# scraping both with the shipped recording rules and alerts. The culprit rule
+# must name node 1 / rank 3 and the alert must be pending or firing for it;
+# no single daemon can (each sees only its node's ranks). Needs root.
+#   fleet_prometheus.sh STEPTRACE_BIN TRAINSIM_BIN PROMETHEUS_BIN SOURCE_DIR
+set -euo pipefail
+bin=$1 sim=$2 prom=$3 src=$4
+t=$(mktemp -d /tmp/st-fleet.XXXXXX)
+py=/usr/bin/python3
+pids_to_kill=()
+cg_root=
+cleanup() {
+  for p in "${pids_to_kill[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids_to_kill[@]}"; do wait "$p" 2>/dev/null || true; done
+  if [ -n "$cg_root" ]; then
+    # Back to the root before the cgroups go (rmdir needs them empty).
+    for n in node0 node1; do
+      [ -f "$cg_root/$n/cgroup.procs" ] || continue
+      while read -r p; do echo "$p" > "$cg_mount/cgroup.procs" 2>/dev/null || true; done < "$cg_root/$n/cgroup.procs"
+      rmdir "$cg_root/$n" 2>/dev/null || true
+    done
+    rmdir "$cg_root" 2>/dev/null || true
+  fi
+  rm -rf "$t"
+}
+trap cleanup EXIT
+
+# A hierarchy to make the nodes' cgroups in: cgroup v2 (unified) where it is
+# mounted, else the v1 pids controller.
+if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then cg_mount=/sys/fs/cgroup
+elif [ "$(stat -fc %T /sys/fs/cgroup/unified 2>/dev/null)" = cgroup2fs ]; then cg_mount=/sys/fs/cgroup/unified
+else cg_mount=/sys/fs/cgroup/pids
+fi
+name=$(basename "$t")
+cg_root=$cg_mount/$name
+mkdir -p "$cg_root/node0" "$cg_root/node1"
+
+mkdir -p "$t/dev"
+"$sim" --scenario straggler --ranks 4 --nnodes 2 --duration 70 --dev-dir "$t/dev" --truth "$t/truth.json" \
+  > "$t/sim.log" 2>&1 &
+simpid=$!
+pids_to_kill+=("$simpid")
+rank_pids() {
+  for e in /proc/[0-9]*/environ; do
+    p=${e#/proc/}; p=${p%/environ}
+    [ "$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)" = "$simpid" ] || continue
+    tr '\0' '\n' < "$e" 2>/dev/null | grep -qx "TORCHELASTIC_RUN_ID=trainsim-$simpid" || continue
+    echo "$(tr '\0' '\n' < "$e" | sed -n 's/^RANK=//p') $p"
+  done | sort -n | awk '{print $2}'
+}
+pids=()
+for _ in $(seq 300); do
+  mapfile -t pids < <(rank_pids)
+  [ "${#pids[@]}" -ge 4 ] && break
+  sleep 0.1
+done
+[ "${#pids[@]}" = 4 ] || { echo "expected 4 ranks, found ${#pids[@]}"; cat "$t/sim.log"; exit 1; }
+# Each rank and everything under it (its loader workers) into its node's cgroup.
+tree() {
+  echo "$1"
+  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree "$c"; done
+}
+for i in 0 1 2 3; do
+  node=node$((i / 2))
+  for p in $(tree "${pids[$i]}"); do echo "$p" > "$cg_root/$node/cgroup.procs"; done
+done
+echo "ranks ${pids[*]}: 0,1 in $cg_root/node0, 2,3 in $cg_root/node1"
+grep -h . /proc/"${pids[3]}"/cgroup | grep -F "$name" || { echo "rank 3 is not in its node's cgroup"; exit 1; }
+
+free_port() { $py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+devs=()
+for f in "$t"/dev/neuron* "$t"/dev/uverbs*; do
+  case $f in *uverbs*) devs+=(--rdma-dev "$f") ;; *) devs+=(--accel-dev "$f") ;; esac
+done
+ports=()
+for n in 0 1; do
+  port=$(free_port)
+  ports+=("$port")
+  mkdir -p "$t/d$n"
+  "$bin" daemon --config /dev/null --cgroup "/$name/node$n" --host "sim-node$n" --listen "127.0.0.1:$port" \
+    --control-socket none --dump-dir "$t/d$n" --no-auto-dump --window 3 --scan-ms 250 --max-cpu 100 \
+    "${devs[@]}" > "$t/daemon$n.log" 2>&1 &
+  pids_to_kill+=("$!")
+done
+prom_port=$(free_port)
+cat > "$t/prometheus.yml" <<YML
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - $src/packaging/prometheus/steptrace-rules.yml
+  - $src/packaging/prometheus/steptrace-alerts.yml
+scrape_configs:
+  - job_name: steptrace
+    static_configs:
+      - targets: ['127.0.0.1:${ports[0]}', '127.0.0.1:${ports[1]}']
+YML
+"$prom" --config.file="$t/prometheus.yml" --storage.tsdb.path="$t/tsdb" \
+  --web.listen-address="127.0.0.1:$prom_port" > "$t/prometheus.log" 2>&1 &
+pids_to_kill+=("$!")
+
+# 40 s of the job: a dozen 3 s windows per daemon, scraped every second.
+sleep 40
+kill -0 "$simpid" || { echo "trainsim ended early"; cat "$t/sim.log"; exit 1; }
+$py - "$prom_port" <<'PY' || { tail -20 "$t"/daemon*.log "$t/prometheus.log"; exit 1; }
+import json, sys, urllib.parse, urllib.request
+port = sys.argv[1]
+def get(path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+        j = json.load(r)
+    assert j["status"] == "success", j
+    return j["data"]
+def query(q):
+    return get("/api/v1/query?query=" + urllib.parse.quote(q))["result"]
+up = query('up{job="steptrace"}')
+assert len(up) == 2 and all(s["value"][1] == "1" for s in up), up
+waits = query("steptrace:rank_collective_wait:ratio_rate5m")
+for s in sorted(waits, key=lambda s: s["metric"]["rank"]):
+    m = s["metric"]
+    print(f"steptrace:rank_collective_wait:ratio_rate5m{{training_job={m['training_job']},node={m.get('node')},"
+          f"rank={m['rank']}}} = {float(s['value'][1]):.3f}")
+assert sorted((s["metric"].get("node"), s["metric"]["rank"]) for s in waits) == \
+    [("0", "0"), ("0", "1"), ("1", "2"), ("1", "3")], waits
+nodes = query("sort_desc(steptrace:node_collective_wait:ratio_rate5m)")
+print("nodes ranked by wait:", [(s["metric"]["node"], round(float(s["value"][1]), 3)) for s in nodes])
+culprit = query("steptrace:job_culprit_rank")
+print("steptrace:job_culprit_rank:", [(s["metric"], s["value"][1]) for s in culprit])
+assert len(culprit) == 1, culprit
+assert (culprit[0]["metric"]["node"], culprit[0]["metric"]["rank"]) == ("1", "3"), culprit
+alerts = [a for a in get("/api/v1/alerts")["alerts"] if a["labels"]["alertname"] == "SteptraceJobHeldBackByRank"]
+print("SteptraceJobHeldBackByRank:", [(a["state"], a["labels"].get("node"), a["labels"].get("rank")) for a in alerts])
+assert [(a["labels"].get("node"), a["labels"].get("rank")) for a in alerts] == [("1", "3")], alerts
+assert alerts[0]["state"] in ("pending", "firing"), alerts
+PY
+# Each daemon alone: only its own node's ranks.
+for n in 0 1; do
+  ranks=$($py -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
+      "http://127.0.0.1:${ports[$n]}/metrics" | grep '^steptrace_straggler_steps_total' \
+    | sed -n 's/.*rank="\([0-9]*\)".*/\1/p' | sort -u | tr '\n' ' ')
+  echo "daemon of node $n exports ranks: $ranks"
+  [ "$ranks" = "$([ $n = 0 ] && echo '0 1 ' || echo '2 3 ')" ] || { echo "daemon $n saw other ranks"; exit 1; }
+done
+echo "fleet prometheus: OK"
