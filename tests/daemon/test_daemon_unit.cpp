@@ -146,6 +146,16 @@ TEST_CASE("daemon discovery: the launcher's node rank, and a daemon scoped to a 
   CHECK(cgroup_in_scope(hybrid, "/"));
   CHECK_FALSE(cgroup_in_scope("garbage without colons\n", "/"));
   CHECK_FALSE(cgroup_in_scope("", "/sim"));
+  // A cgroup directory, as `attach --cgroup` takes it, becomes the path /proc/PID/cgroup shows.
+  const std::string mounts =
+      "tmpfs /sys/fs/cgroup tmpfs rw 0 0\ncgroup /sys/fs/cgroup/pids cgroup rw,pids 0 0\n"
+      "cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n/dev/sda1 / ext4 rw 0 0\n";
+  CHECK(cgroup_scope_path("/sys/fs/cgroup/unified/sim/node1", mounts) == "/sim/node1");
+  CHECK(cgroup_scope_path("/sys/fs/cgroup/pids/sim", mounts) == "/sim");
+  CHECK(cgroup_scope_path("/sys/fs/cgroup/unified", mounts) == "/");
+  CHECK(cgroup_scope_path("/sys/fs/cgroup/unifiedx/a", mounts) == "/sys/fs/cgroup/unifiedx/a");
+  CHECK(cgroup_scope_path("/kubepods/burstable/pod-a", mounts) == "/kubepods/burstable/pod-a");
+  CHECK(cgroup_scope_path("/sim/node1", "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n") == "/sim/node1");
 }
 
 TEST_CASE("daemon discovery: a process in a pod is labelled by its pod, namespace and container", "[daemon]") {

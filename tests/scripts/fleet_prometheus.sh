@@ -81,7 +81,9 @@ for n in 0 1; do
   port=$(free_port)
   ports+=("$port")
   mkdir -p "$t/d$n"
-  "$bin" daemon --config /dev/null --cgroup "/$name/node$n" --host "sim-node$n" --listen "127.0.0.1:$port" \
+  # Node 0's scope as a cgroup directory, node 1's as /proc/PID/cgroup reads it: both forms.
+  scope=$([ $n = 0 ] && echo "$cg_root/node0" || echo "/$name/node1")
+  "$bin" daemon --config /dev/null --cgroup "$scope" --host "sim-node$n" --listen "127.0.0.1:$port" \
     --control-socket none --dump-dir "$t/d$n" --no-auto-dump --window 3 --scan-ms 250 --max-cpu 100 \
     "${devs[@]}" > "$t/daemon$n.log" 2>&1 &
   pids_to_kill+=("$!")

@@ -151,6 +151,8 @@ assert 0 < bound <= 100_000, bound
 assert worst <= bound + 100, (errs, bound)
 # Relative to the unshifted capture's own slew (NTP may be slewing this host's clock).
 assert abs(h1["drift_ppm"] - h0["drift_ppm"] + 40) <= 5, (h1["drift_ppm"], h0["drift_ppm"])
+# With the network's residual drift on top: still the planted 40 ppm, within 5.
+assert abs(h1["drift_ppm"] + net["drift_ppm"] - h0["drift_ppm"] + 40) <= 5, (h1["drift_ppm"], net["drift_ppm"])
 c0, c1 = same["culprit"], moved["culprit"]
 assert c1 is not None and (c1["rank"], c1["node"], c1["cause"]) == (c0["rank"], c0["node"], c0["cause"]), c1
 assert abs(moved["paired_steps"] - same["paired_steps"]) <= 1, (moved["paired_steps"], same["paired_steps"])

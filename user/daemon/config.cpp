@@ -47,8 +47,8 @@ void add_flags(CLI::App& app, DaemonConfig& c) {
   app.add_option("--btf", c.btf_path, "Kernel BTF file when /sys/kernel/btf/vmlinux is missing");
   app.add_option("--host", c.host, "host label (default: the hostname)");
   app.add_option("--cgroup", c.cgroup,
-                 "Trace only processes in this cgroup or below it (the path /proc/PID/cgroup shows, e.g. "
-                 "/kubepods/burstable/pod<uid>)");
+                 "Trace only processes in this cgroup or below it: its directory (/sys/fs/cgroup/...) or the path "
+                 "/proc/PID/cgroup shows (e.g. /kubepods/burstable/pod<uid>)");
   app.add_option("--flight-seconds", c.flight_seconds, "Flight recorder: seconds of raw events kept in memory");
   app.add_option("--flight-mib", c.flight_mib, "Flight recorder: memory cap in MiB");
   app.add_option("--dump-dir", c.dump_dir, "Directory for flight-recorder captures");

@@ -38,9 +38,9 @@ struct DaemonConfig {
   std::vector<std::string> runtime_libs;
   std::string btf_path;
   std::string host;                    // label; "" = gethostname()
-  // Only processes in this cgroup or below it (the path as /proc/PID/cgroup
-  // shows it, any hierarchy): one daemon per pod, or per simulated node.
-  // "" = every process.
+  // Only processes in this cgroup or below it: a cgroup directory
+  // (/sys/fs/cgroup/...) or the path as /proc/PID/cgroup shows it, any
+  // hierarchy. One daemon per pod, or per simulated node. "" = every process.
   std::string cgroup;
   // Flight recorder.
   double flight_seconds = 30;

@@ -119,7 +119,8 @@ void Daemon::apply_runtime_config() {
     paths.push_back(ec ? p : canon.string());
   }
   scanner_.set_accel_paths(std::move(paths));
-  scanner_.set_cgroup_scope(cfg_.cgroup);
+  scanner_.set_cgroup_scope(
+      cfg_.cgroup.empty() ? "" : cgroup_scope_path(cfg_.cgroup, read_small_file("/proc/self/mounts", 1 << 20).value_or("")));
 }
 
 Status Daemon::reload() {

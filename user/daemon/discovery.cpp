@@ -123,6 +123,31 @@ bool cgroup_in_scope(std::string_view proc_cgroup, std::string_view scope) {
   return false;
 }
 
+std::string cgroup_scope_path(std::string_view configured, std::string_view proc_mounts) {
+  std::string_view best;
+  size_t pos = 0;
+  while (pos < proc_mounts.size()) {
+    size_t end = proc_mounts.find('\n', pos);
+    if (end == std::string_view::npos) end = proc_mounts.size();
+    const auto line = proc_mounts.substr(pos, end - pos);
+    pos = end + 1;
+    // "source mountpoint fstype options 0 0" (a mount point with a space is
+    // escaped as \040: such a cgroup mount is not matched).
+    const size_t a = line.find(' ');
+    const size_t b = a == std::string_view::npos ? a : line.find(' ', a + 1);
+    const size_t c = b == std::string_view::npos ? b : line.find(' ', b + 1);
+    if (c == std::string_view::npos) continue;
+    const auto mnt = line.substr(a + 1, b - a - 1), type = line.substr(b + 1, c - b - 1);
+    if (type != "cgroup" && type != "cgroup2") continue;
+    if (configured.substr(0, mnt.size()) != mnt) continue;
+    if (configured.size() > mnt.size() && configured[mnt.size()] != '/') continue;
+    if (mnt.size() > best.size()) best = mnt;
+  }
+  if (best.empty()) return std::string(configured);
+  const auto rest = configured.substr(best.size());
+  return rest.empty() ? "/" : std::string(rest);
+}
+
 bool ProcScanner::alive(uint32_t pid) const {
   return ::access((proc_ + "/" + std::to_string(pid)).c_str(), F_OK) == 0;
 }

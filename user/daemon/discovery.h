@@ -51,6 +51,10 @@ bool accel_link_matches(std::string_view link, const std::vector<std::string>& p
 ProcIdentity parse_identity(std::string_view environ, std::string_view cgroup);
 // A /proc/PID/cgroup text has a line whose path is `scope` or below it.
 bool cgroup_in_scope(std::string_view proc_cgroup, std::string_view scope);
+// The scope as /proc/PID/cgroup paths read: a cgroup directory under a
+// cgroup mount (/proc/mounts text; "/sys/fs/cgroup/unified/a/b" -> "/a/b")
+// loses its mount point, any other path is taken as it is.
+std::string cgroup_scope_path(std::string_view configured, std::string_view proc_mounts);
 std::optional<uint32_t> parse_stat_ppid(std::string_view stat);
 
 }  // namespace steptrace::daemon

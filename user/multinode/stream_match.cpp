@@ -127,7 +127,24 @@ void solve_band(const std::vector<Bound>& lower, const std::vector<Bound>& upper
     if (band_at(m1, lower, upper, t0).width < band_at(m2, lower, upper, t0).width) a = m1;
     else b = m2;
   }
-  const double slope = (a + b) / 2;
+  const double widest = (a + b) / 2;
+  if (band_at(widest, lower, upper, t0).width < 0) {
+    fit.why_not = fmt::format("the exchanges contradict each other by {:.0f} ns at best (a clock stepped, or bytes "
+                              "were matched wrongly)", -band_at(widest, lower, upper, t0).width);
+    return;
+  }
+  // The slope: the middle of every slope the bounds allow, not the widest
+  // point, which noise in the quickest exchanges tilts (over a short
+  // recording a tilt of a few ppm is within the band). Bisect each edge.
+  auto edge = [&](double inside, double outside) {
+    if (band_at(outside, lower, upper, t0).width >= 0) return outside;
+    for (int i = 0; i < 60; ++i) {
+      const double mid = (inside + outside) / 2;
+      (band_at(mid, lower, upper, t0).width >= 0 ? inside : outside) = mid;
+    }
+    return inside;
+  };
+  const double slope = (edge(widest, -kMaxResidualSlope) + edge(widest, kMaxResidualSlope)) / 2;
   const Band band = band_at(slope, lower, upper, t0);
   if (band.width < 0) {
     fit.why_not = fmt::format("the exchanges contradict each other by {:.0f} ns at best (a clock stepped, or bytes "
