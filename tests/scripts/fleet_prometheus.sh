@@ -44,20 +44,8 @@ mkdir -p "$t/dev"
   > "$t/sim.log" 2>&1 &
 simpid=$!
 pids_to_kill+=("$simpid")
-rank_pids() {
-  for e in /proc/[0-9]*/environ; do
-    p=${e#/proc/}; p=${p%/environ}
-    [ "$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)" = "$simpid" ] || continue
-    tr '\0' '\n' < "$e" 2>/dev/null | grep -qx "TORCHELASTIC_RUN_ID=trainsim-$simpid" || continue
-    echo "$(tr '\0' '\n' < "$e" | sed -n 's/^RANK=//p') $p"
-  done | sort -n | awk '{print $2}'
-}
-pids=()
-for _ in $(seq 300); do
-  mapfile -t pids < <(rank_pids)
-  [ "${#pids[@]}" -ge 4 ] && break
-  sleep 0.1
-done
+. "$(dirname "$0")/trainsim_ranks.sh"
+wait_trainsim_ranks "$simpid" 4 || true
 [ "${#pids[@]}" = 4 ] || { echo "expected 4 ranks, found ${#pids[@]}"; cat "$t/sim.log"; exit 1; }
 # Each rank and everything under it (its loader workers) into its node's cgroup.
 tree() {

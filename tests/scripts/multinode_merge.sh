@@ -31,23 +31,8 @@ mkdir -p "$t/dev"
   --truth "$t/truth.json" > "$t/sim.log" 2>&1 &
 simpid=$!
 
-# The ranks: the launcher's children whose environment names its run, by
-# RANK (their loader workers carry the same variables but are the ranks'
-# children).
-rank_pids() {
-  for e in /proc/[0-9]*/environ; do
-    p=${e#/proc/}; p=${p%/environ}
-    [ "$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)" = "$simpid" ] || continue
-    tr '\0' '\n' < "$e" 2>/dev/null | grep -qx "TORCHELASTIC_RUN_ID=trainsim-$simpid" || continue
-    echo "$(tr '\0' '\n' < "$e" | sed -n 's/^RANK=//p') $p"
-  done | sort -n | awk '{print $2}'
-}
-pids=()
-for _ in $(seq 300); do
-  mapfile -t pids < <(rank_pids)
-  [ "${#pids[@]}" -ge 4 ] && break
-  sleep 0.1
-done
+. "$(dirname "$0")/trainsim_ranks.sh"
+wait_trainsim_ranks "$simpid" 4 || true
 [ "${#pids[@]}" = 4 ] || { echo "expected 4 ranks of launcher $simpid, found ${#pids[@]}"; cat "$t/sim.log"; exit 1; }
 echo "ranks: ${pids[*]}"
 devs=()
