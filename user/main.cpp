@@ -24,6 +24,7 @@
 #include "loader/preflight.h"
 #include "export/summary.h"
 #include "multinode/job_merge.h"
+#include "multinode/job_perfetto.h"
 #include "multinode/job_view.h"
 #include "pipeline/replay.h"
 #include "session/session.h"
@@ -140,14 +141,25 @@ int cmd_job_report(const Options& o, const WindowPolicy& windows) {
       return 1;
     }
     reports.push_back(std::move(*r));
-    // The merge reads steps, identities, clocks and stream marks: the
-    // timeline and the samples of each host need not stay while the next
-    // one is read.
-    reports.back().analysis.timeline = TimelineStore{};
-    reports.back().analysis.samples = SampleStore{};
+    // The merge reads steps, identities, clocks and stream marks: unless a
+    // merged trace is asked for, the timeline and the samples of each host
+    // need not stay while the next one is read.
+    if (o.perfetto_path.empty()) {
+      reports.back().analysis.timeline = TimelineStore{};
+      reports.back().analysis.samples = SampleStore{};
+    }
     inputs.push_back({path, &reports.back()});
   }
   const JobReport job = merge_job(inputs);
+  if (!o.perfetto_path.empty()) {
+    if (auto st = write_output_file(o.perfetto_path, json_text(job_perfetto_trace(job, inputs)) + "\n",
+                                    output_file_options(o));
+        !st) {
+      log::error("{}", st.error().message);
+      return 1;
+    }
+    fmt::print(stderr, "steptrace: wrote {} ({})\n", o.perfetto_path, file_size_text(o.perfetto_path));
+  }
   const std::string json = json_text(job_report_json(job), 2) + "\n";
   if (o.json_path == "-") {
     std::fputs(json.c_str(), stdout);

@@ -51,7 +51,7 @@ wait $r1 || rc=$?
 wait "$simpid" || true
 simpid=
 
-"$bin" report "$t/node0.cap" "$t/node1.cap" --json "$t/job.json" | tee "$t/job.txt"
+"$bin" report "$t/node0.cap" "$t/node1.cap" --json "$t/job.json" --perfetto "$t/job-trace.json" | tee "$t/job.txt"
 "$bin" report "$t/node0.cap" --json "$t/node0.json" > "$t/node0.txt"
 "$bin" report "$t/node1.cap" --json "$t/node1.json" > /dev/null
 echo "== node 0 alone:"; grep -A3 "^Verdict\|VERDICT" "$t/node0.txt" | head -8 || true
@@ -93,7 +93,8 @@ PY
 echo "== node 1 moved onto another clock: +2.5 s, +40 ppm, its wall clock 3 ms ahead"
 "$capshift" "$t/node1.cap" "$t/node1-shifted.cap" --offset-ns 2500000000 --ppm 40 --wall-error-ns 3000000 \
   > "$t/shift.json"
-"$bin" report "$t/node0.cap" "$t/node1-shifted.cap" --json "$t/job-shifted.json" | tee "$t/job-shifted.txt"
+"$bin" report "$t/node0.cap" "$t/node1-shifted.cap" --json "$t/job-shifted.json" \
+  --perfetto "$t/job-shifted-trace.json" | tee "$t/job-shifted.txt"
 $py - "$t/job.json" "$t/job-shifted.json" "$schema" "$t/shift.json" <<'PY'
 import json, sys
 import jsonschema
@@ -141,6 +142,34 @@ assert abs(h1["drift_ppm"] + net["drift_ppm"] - h0["drift_ppm"] + 40) <= 5, (h1[
 c0, c1 = same["culprit"], moved["culprit"]
 assert c1 is not None and (c1["rank"], c1["node"], c1["cause"]) == (c0["rank"], c0["node"], c0["cause"]), c1
 assert abs(moved["paired_steps"] - same["paired_steps"]) <= 1, (moved["paired_steps"], same["paired_steps"])
+PY
+echo "== the merged traces: every host's ranks on one time line"
+$py - "$t/job.json" "$t/job-trace.json" "$t/job-shifted.json" "$t/job-shifted-trace.json" <<'PY'
+import json, statistics, sys
+def step_ends(job_path, trace_path):
+    job, trace = json.load(open(job_path)), json.load(open(trace_path))
+    ev = trace["traceEvents"]
+    names = [e["args"]["name"] for e in ev if e.get("ph") == "M" and e.get("name") == "process_name"]
+    assert any(n.startswith("host 0 (") for n in names) and any(n.startswith("host 1 (") for n in names), names
+    ends = {}
+    for r in job["ranks"]:
+        pid = r["pid"] + r["host"] * (1 << 22)
+        ends[r["rank"]] = sorted(e["ts"] + e["dur"] for e in ev
+                                 if e.get("cat") == "step" and e.get("ph") == "X" and e["pid"] == pid)
+        assert len(ends[r["rank"]]) >= 40, (r, len(ends[r["rank"]]))
+    return ends
+def gap_us(a, b):
+    # Each step end of rank a against the nearest of rank b: the median gap.
+    out = []
+    for x in a:
+        out.append(min((y - x for y in b), key=abs))
+    return statistics.median(out)
+exact, moved = step_ends(sys.argv[1], sys.argv[2]), step_ends(sys.argv[3], sys.argv[4])
+bound_us = json.load(open(sys.argv[3]))["alignment"]["bound_ns"] / 1e3
+g_exact, g_moved = gap_us(exact[0], exact[2]), gap_us(moved[0], moved[2])
+print(f"rank 2 (node 1) ends its steps {g_exact:+.1f} us after rank 0 (node 0) on one clock, "
+      f"{g_moved:+.1f} us with node 1 moved onto another clock and aligned (bound +-{bound_us:.1f} us)")
+assert abs(g_moved - g_exact) <= bound_us + 20, (g_exact, g_moved, bound_us)
 PY
 echo "== the same, with no stream positions (as an older steptrace recorded it): the anchors alone, and why"
 "$capshift" "$t/node1.cap" "$t/node1-old.cap" --offset-ns 2500000000 --ppm 40 --wall-error-ns 3000000 \
