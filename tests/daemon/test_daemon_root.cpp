@@ -312,6 +312,10 @@ TEST_CASE("daemon: Prometheus scrapes per-category series and the verdict of tra
   CHECK(std::system((std::string(STEPTRACE_BIN) + " report --json - '" + cap + "' > " + d.dir + "/report.json").c_str()) == 0);
   auto rep = nlohmann::json::parse(read_file(d.dir + "/report.json"), nullptr, false);
   REQUIRE_FALSE(rep.is_discarded());
+  // The dump carries clock anchors (taken every 10 s, and one as it was cut), as a recording does:
+  // dumps of one job from several hosts line up (steptrace report A.cap B.cap).
+  CHECK(rep["source"]["clock"]["anchors"].get<int>() >= 2);
+  CHECK(rep["source"]["clock"]["out_of_order"] == 0);
 
   INFO(read_file(d.log));
   // Prometheus' view.

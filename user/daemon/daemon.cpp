@@ -176,6 +176,7 @@ int Daemon::run() {
     }
     if (!lib_scan_.empty()) scan_for_libs();
     flight_.evict(now);
+    keep_clock_anchor(now);
     handle_dumps();
     handle_control();
     if (pipe_.window_records() >= cfg_.max_window_events) {

@@ -42,6 +42,7 @@
 #include "pipeline/pipeline.h"
 #include "session/session.h"
 #include "steptrace_abi.h"
+#include "util/clock_anchor.h"
 #include "util/self_usage.h"
 
 namespace steptrace::daemon {
@@ -239,6 +240,12 @@ class Daemon {
   uint64_t next_discover_ns_ = 0;
 
   FlightRecorder flight_;
+  // Clock anchors taken every kClockAnchorEveryNs, as long back as the
+  // flight recorder keeps records: a dump carries them, so captures of one
+  // job from several hosts' daemons line up as recorded ones do.
+  std::deque<ClockAnchor> anchors_;
+  uint64_t next_anchor_ns_ = 0;
+  void keep_clock_anchor(uint64_t now);
   BudgetController budget_;
   double last_cpu_total_ = 0, last_sample_s_ = 0;
   CpuTimes cpu_{};

@@ -88,7 +88,8 @@ void DumpWorker::loop() {
     o.trigger = job.trigger;
     o.path = job.path;
     o.records = job.snapshot.records;
-    if (auto s = FlightRecorder::write_capture(job.path, job.snapshot, job.meta, job.drops, job.end_ns); !s)
+    if (auto s = FlightRecorder::write_capture(job.path, job.snapshot, job.meta, job.drops, job.end_ns,
+                                                 job.head_notes, job.tail_notes); !s)
       o.error = s.error().message;
     job = DumpJob{};  // the snapshot's memory goes back now, not at the next dump
     prune_dumps(o.path.substr(0, o.path.rfind('/')), kMaxDumpFiles);

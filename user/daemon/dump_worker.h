@@ -35,6 +35,9 @@ struct DumpJob {
   std::string path;
   std::string dump_dir;
   FlightSnapshot snapshot;
+  // User notes (capture/user_note.h) written before the snapshot's records
+  // and after them: the clock anchors of its span, and one taken as it was cut.
+  std::vector<std::vector<uint8_t>> head_notes, tail_notes;
   nlohmann::json meta;
   DropStats drops{};
   uint64_t end_ns = 0;

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "capture/user_note.h"
+#include "pipeline/clock_notes.h"
 #include "util/log.h"
 
 namespace steptrace::daemon {
@@ -71,6 +73,15 @@ nlohmann::json Daemon::capture_meta(const std::string& trigger, const std::strin
   return m;
 }
 
+void Daemon::keep_clock_anchor(uint64_t now) {
+  if (now < next_anchor_ns_) return;
+  next_anchor_ns_ = now + kClockAnchorEveryNs;
+  anchors_.push_back(take_clock_anchor());
+  // As far back as the flight recorder keeps records, and one before that.
+  const uint64_t keep = static_cast<uint64_t>(cfg_.flight_seconds * 1e9) + kClockAnchorEveryNs;
+  while (anchors_.size() > 2 && anchors_.front().mono_ns + keep < now) anchors_.pop_front();
+}
+
 Status Daemon::start_dump(const std::string& trigger, const std::string& note, std::shared_ptr<ControlRequest> waiter) {
   if (dump_worker_.busy()) {
     ++dump_failures_;
@@ -93,6 +104,10 @@ Status Daemon::start_dump(const std::string& trigger, const std::string& note, s
   job.path = path;
   job.dump_dir = cfg_.dump_dir;
   job.snapshot = flight_.snapshot();  // a memcpy of at most flight_recorder_mib, on this thread
+  // The anchors of the span it holds before its records, one taken now after them.
+  for (const auto& a : anchors_) job.head_notes.push_back(make_user_note(a.mono_ns, 0, clock_note(a)));
+  const ClockAnchor last = take_clock_anchor();
+  job.tail_notes.push_back(make_user_note(last.mono_ns, 0, clock_note(last)));
   job.meta = capture_meta(trigger, note);
   job.drops = cumulative_drops();
   job.end_ns = monotonic_ns();

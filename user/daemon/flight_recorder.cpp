@@ -61,9 +61,20 @@ Status FlightRecorder::dump(const std::string& path, const nlohmann::json& meta,
 }
 
 Status FlightRecorder::write_capture(const std::string& path, const FlightSnapshot& s, const nlohmann::json& meta,
-                                     const DropStats& drops, uint64_t end_ns) {
+                                     const DropStats& drops, uint64_t end_ns,
+                                     const std::vector<std::vector<uint8_t>>& head,
+                                     const std::vector<std::vector<uint8_t>>& tail) {
   auto w = CaptureWriter::create(path, meta);
   if (!w) return w.error();
+  auto notes = [&w, &drops, end_ns](const std::vector<std::vector<uint8_t>>& records) -> Status {
+    for (const auto& r : records)
+      if (auto st = (*w)->append(r.data(), r.size()); !st) {
+        (void)(*w)->close(drops, end_ns);
+        return st;
+      }
+    return Ok{};
+  };
+  if (auto st = notes(head); !st) return st;
   for (const auto& data : s.blocks) {
     size_t off = 0;
     while (off + 4 <= data.size()) {
@@ -77,6 +88,7 @@ Status FlightRecorder::write_capture(const std::string& path, const FlightSnapsh
       off += 4 + l;
     }
   }
+  if (auto st = notes(tail); !st) return st;
   return (*w)->close(drops, end_ns);
 }
 

@@ -40,9 +40,12 @@ class FlightRecorder {
   // Writes every held record to `path` (0600, never through a symlink).
   Status dump(const std::string& path, const nlohmann::json& meta, const DropStats& drops, uint64_t end_ns) const;
   FlightSnapshot snapshot() const;
-  // What dump() does, from a snapshot (any thread).
+  // What dump() does, from a snapshot (any thread); `head` and `tail`
+  // records (user notes) go before and after the snapshot's.
   static Status write_capture(const std::string& path, const FlightSnapshot& s, const nlohmann::json& meta,
-                              const DropStats& drops, uint64_t end_ns);
+                              const DropStats& drops, uint64_t end_ns,
+                              const std::vector<std::vector<uint8_t>>& head = {},
+                              const std::vector<std::vector<uint8_t>>& tail = {});
 
   static constexpr size_t kBlockBytes = 256 << 10;
 
