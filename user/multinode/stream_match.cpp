@@ -110,7 +110,8 @@ Band band_at(double b, const std::vector<Bound>& lower, const std::vector<Bound>
 // already lined up by their anchors, differ in rate by at most twice that.
 constexpr double kMaxResidualSlope = 1000e-6;
 
-// The line through the middle of the widest band the bounds leave.
+// The line through the middle of the band the bounds leave, and how far
+// from it the truth can be.
 void solve_band(const std::vector<Bound>& lower, const std::vector<Bound>& upper, StreamFit& fit) {
   int64_t t_min = std::numeric_limits<int64_t>::max(), t_max = std::numeric_limits<int64_t>::min();
   for (const auto* v : {&lower, &upper})
@@ -122,7 +123,7 @@ void solve_band(const std::vector<Bound>& lower, const std::vector<Bound>& upper
   // The width is concave in the slope (a minimum of lines less a maximum of
   // lines): a ternary search finds its widest point.
   double a = -kMaxResidualSlope, b = kMaxResidualSlope;
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < 60; ++i) {
     const double m1 = a + (b - a) / 3, m2 = b - (b - a) / 3;
     if (band_at(m1, lower, upper, t0).width < band_at(m2, lower, upper, t0).width) a = m1;
     else b = m2;
@@ -144,7 +145,8 @@ void solve_band(const std::vector<Bound>& lower, const std::vector<Bound>& upper
     }
     return inside;
   };
-  const double slope = (edge(widest, -kMaxResidualSlope) + edge(widest, kMaxResidualSlope)) / 2;
+  const double left = edge(widest, -kMaxResidualSlope), right = edge(widest, kMaxResidualSlope);
+  const double slope = (left + right) / 2;
   const Band band = band_at(slope, lower, upper, t0);
   if (band.width < 0) {
     fit.why_not = fmt::format("the exchanges contradict each other by {:.0f} ns at best (a clock stepped, or bytes "
@@ -155,7 +157,31 @@ void solve_band(const std::vector<Bound>& lower, const std::vector<Bound>& upper
   fit.origin_ns = t0;
   fit.offset_ns = static_cast<int64_t>(std::llround(band.middle));
   fit.drift_ppm = slope * 1e6;
-  fit.bound_ns = static_cast<uint64_t>(std::ceil(band.width / 2));
+  // The bound: how far any line the exchanges allow strays from the fitted
+  // one over their span. At time x the allowed corrections run from
+  // min over allowed slopes b of (band bottom at b) + b x to max of (band
+  // top) + b x - the top is concave in b, the bottom convex, so a ternary
+  // search finds each - and the distance from the fitted line, convex in x,
+  // is largest at the span's ends.
+  auto farthest = [&](double x, bool top) {
+    auto value = [&](double b) {
+      const Band at = band_at(b, lower, upper, t0);
+      return top ? at.middle + at.width / 2 + b * x : -(at.middle - at.width / 2 + b * x);
+    };
+    double lo = left, hi = right;
+    for (int i = 0; i < 60; ++i) {
+      const double m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
+      if (value(m1) < value(m2)) lo = m1;
+      else hi = m2;
+    }
+    return value((lo + hi) / 2);
+  };
+  double bound = band.width / 2;
+  for (const int64_t end : {t_min, t_max}) {
+    const double x = static_cast<double>(end - t0), fitted = band.middle + slope * x;
+    bound = std::max({bound, farthest(x, true) - fitted, fitted + farthest(x, false)});
+  }
+  fit.bound_ns = static_cast<uint64_t>(std::ceil(bound));
 }
 
 struct HostFlows {
