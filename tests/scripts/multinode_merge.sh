@@ -131,7 +131,8 @@ for s in (0, 5, 10, 14):
 worst = max(abs(e) for e in errs)
 print(f"the same instants aligned within {worst:.0f} ns over the recording (stated bound +-{bound} ns, "
       f"{net['exchanges_to']} + {net['exchanges_from']} exchanges, wall clock corrected by {net['offset_ns']} ns); "
-      f"drift {h1['drift_ppm']:+.3f} ppm against {h0['drift_ppm']:+.3f} ppm unshifted "
+      f"drift {h1['drift_ppm']:+.3f} ppm (anchors{', the wall clock STEPPED' if h1['wall_clock_stepped'] else ''}) "
+      f"{net['drift_ppm']:+.3f} ppm (network) against {h0['drift_ppm']:+.3f} ppm unshifted "
       f"(planted: the monotonic clock 40 ppm fast)")
 # The bound is the transit and wake-up of the quickest exchanges near each
 # end of the recording: a timing, so the issue's 100 us target on a quiet
@@ -139,9 +140,13 @@ print(f"the same instants aligned within {worst:.0f} ns over the recording (stat
 # asserted: far tighter than wall clocks give (milliseconds under NTP).
 assert 0 < bound <= 500_000, bound
 assert worst <= bound + 100, (errs, bound)
-# Relative to the unshifted capture's own slew (NTP may be slewing this host's clock).
-assert abs(h1["drift_ppm"] - h0["drift_ppm"] + 40) <= 5, (h1["drift_ppm"], h0["drift_ppm"])
-# With the network's residual drift on top: still the planted 40 ppm, within 5.
+# The drift, relative to the unshifted capture's own slew (NTP may be
+# slewing this host's clock): by the anchors alone, unless the wall clock
+# was stepped during the recording (this VM's was once, in CI: the anchors
+# then keep the first offset, drift 0, and the network fit alone finds the
+# 40 ppm - it did, -40.03); with the network's residual on top, always.
+if not h1["wall_clock_stepped"]:
+    assert abs(h1["drift_ppm"] - h0["drift_ppm"] + 40) <= 5, (h1["drift_ppm"], h0["drift_ppm"])
 assert abs(h1["drift_ppm"] + net["drift_ppm"] - h0["drift_ppm"] + 40) <= 5, (h1["drift_ppm"], net["drift_ppm"])
 c0, c1 = same["culprit"], moved["culprit"]
 assert c1 is not None and (c1["rank"], c1["node"], c1["cause"]) == (c0["rank"], c0["node"], c0["cause"]), c1
