@@ -118,8 +118,9 @@ void build_node(SessionReport& r, const Args& a, int n, int64_t wall0, const std
   for (int k = 0; k < per_kind; ++k) {
     const int64_t t = static_cast<int64_t>(k) * static_cast<int64_t>(span / static_cast<uint64_t>(per_kind + 1));
     const int64_t t2 = t + 500'000;
-    const uint32_t seq = static_cast<uint32_t>((k + 1) * 4096);
-    const int64_t wire = (20 + (k * 7919) % 40) * 1000, wire2 = (20 + (k * 104729) % 40) * 1000;
+    const uint32_t seq = (static_cast<uint32_t>(k) + 1u) * 4096u;  // wraps as TCP does
+    // A spread of 20-59 us (int64: --marks can be large).
+    const int64_t kk = k, wire = (20 + (kk * 7919) % 40) * 1000, wire2 = (20 + (kk * 104729) % 40) * 1000;
     r.analysis.streams.add({fwd_out, mono_of(t), mono_of(t + 3000), seq, 4096, true});
     r.analysis.streams.add({fwd_in, mono_of(t + 3000 + wire), mono_of(t + 8000 + wire), seq, 4096, false});
     r.analysis.streams.add({back_out, mono_of(t2), mono_of(t2 + 3000), seq, 4096, true});
