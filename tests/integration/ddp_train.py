@@ -10,7 +10,8 @@ marker, no accelerator: steptrace must find the steps on its own.
 Each rank writes what really happened (CLOCK_MONOTONIC, the clock BPF uses)
 to <out>/rank<N>.json: the process id and, per step, when the loop asked for
 the batch (start), when optimizer.step() returned (end), how long it waited
-for the batch (data_ns; data_cpu_ns of it the main thread's own CPU time)
+for the batch (data_ns; data_cpu_ns of it the main thread's own CPU time, data_delay_ns
+its runqueue wait)
 and how long the gradients' all-reduce ran in the
 step (coll_ns: from when DDP handed a bucket to the communication hook to
 when its all-reduce completed, buckets' spans merged).
@@ -98,6 +99,9 @@ def run_rank(rank, world, port, args):
         cpu0 = time.thread_time_ns()
         x, y = next(it)
         got = time.monotonic_ns()
+        # Runqueue wait inside next(it): the main thread was ready and the
+        # batch there, but no CPU was free (cpu_contention to the tracer).
+        data_delay = run_delay_ns() - wait0
         # The main thread's own CPU inside next(it) (the DataLoader's
         # bookkeeping, unpickling the batch, mapping its tensors): host time
         # to the kernel, not a wait for the loaders.
@@ -108,6 +112,7 @@ def run_rank(rank, world, port, args):
         opt.step()
         end = time.monotonic_ns()
         steps.append({"start_ns": start, "end_ns": end, "data_ns": got - start, "data_cpu_ns": data_cpu,
+                      "data_delay_ns": data_delay,
                       "run_delay_ns": run_delay_ns() - wait0,
                       "coll_ns": merged_overlap(coll_spans, start, end)})
         coll_spans.clear()
