@@ -76,6 +76,7 @@ bool run_scenario(const ScenarioRun& run, ScenarioResult* out, std::string* err)
     if (run.extra_args[i] == "--ranks") ranks = std::max(1, std::atoi(run.extra_args[i + 1].c_str()));
   for (int r = 0; r < ranks; ++r) o.accel_devs.push_back(dev_dir + "/neuron" + std::to_string(r));
   o.rdma_devs = {dev_dir + "/uverbs0"};  // the EFA control path (setup events)
+  if (run.datastore) o.dev_root = dev_dir;
   o.argv = {run.trainsim, "--scenario", run.scenario, "--dev-dir", dev_dir, "--truth", truth_path};
   o.argv.insert(o.argv.end(), run.extra_args.begin(), run.extra_args.end());
   o.duration_s = run.timeout_s;

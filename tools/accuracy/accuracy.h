@@ -30,6 +30,10 @@ struct ScenarioRun {
   uint32_t keep_steps = 0;   // --keep-steps (0: the default)
   double window_s = -1;      // --window (-1: the default)
   uint32_t sample_hz = 49;   // --sample-hz: on-CPU stack samples per CPU per second
+  // The runtime's datastore (NDS) of the simulated devices is read, as on a
+  // host whose driver has it (--dev-root at the simulator's device files).
+  // Off: the kernel-only estimates an old driver leaves (arrival skew).
+  bool datastore = true;
 };
 
 struct ScenarioResult {

@@ -42,6 +42,9 @@ int main(int argc, char** argv) {
   app.add_option("--attach-after", attach_after,
                  "Start each job on its own and attach -p to it this many seconds later (0: run it under steptrace)");
   app.add_option("--duration", duration, "trainsim --duration for each job (0: the scenario's own)");
+  bool no_datastore = false;
+  app.add_flag("--no-datastore", no_datastore,
+               "Leave the simulated devices' datastore (NDS) unread: the kernel-only estimates of an old driver");
   CLI11_PARSE(app, argc, argv);
 
   if (markdown) {
@@ -58,6 +61,7 @@ int main(int argc, char** argv) {
         run.trainsim = trainsim;
         run.extra_args = {"--ranks", std::to_string(nr)};
         run.attach_after_s = attach_after;
+        run.datastore = !no_datastore;
         if (duration > 0) run.extra_args.insert(run.extra_args.end(), {"--duration", fmt::format("{}", duration)});
         if (nl > 0) run.extra_args.insert(run.extra_args.end(), {"--loader-workers", std::to_string(nl)});
         ScenarioResult res;

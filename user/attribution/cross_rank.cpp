@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "attribution/step_pairing.h"
+#include "steps/span_classes.h"
 #include "util/intervals.h"
 
 namespace steptrace {
@@ -13,10 +14,30 @@ namespace {
 constexpr uint64_t kInf = std::numeric_limits<uint64_t>::max();
 }  // namespace
 
+namespace {
+
+// When an execution's device work began: the end of its last queue kick on
+// the rank's main thread (the device starts on the kicks), else its entry.
+// A rank preempted between entering nrt_execute and kicking its queues
+// starts its device late, and the others wait for it: its entry would say
+// it was early.
+uint64_t device_start(const steps::RankSteps& r, const steps::Anchor& a) {
+  uint64_t at = a.start;
+  if (!r.main) return at;
+  const auto& sp = r.main->spans;
+  auto it = std::partition_point(sp.begin(), sp.end(), [&](const Span& s) { return s.start < a.start; });
+  for (; it != sp.end() && it->start < a.end; ++it)
+    if (steps::is_kick(*it)) at = std::max(at, std::min(it->end, a.end));
+  return at;
+}
+
+}  // namespace
+
 // A device-side collective (inside the execution) makes every rank leave
-// nrt_execute together; a rank that entered earlier spent the difference
-// waiting for the others. Without device counters (NDS) that arrival skew is
-// the best kernel-side estimate of device collective wait.
+// nrt_execute together; a rank whose device started earlier spent the
+// difference waiting for the others (alike work per rank). Without device
+// counters (NDS) that skew of device starts is the best kernel-side
+// estimate of device collective wait.
 void apply_device_skew(std::vector<RankWork>& ranks) {
   if (ranks.size() < 2) return;
   std::vector<std::vector<uint64_t>> ends;
@@ -30,9 +51,11 @@ void apply_device_skew(std::vector<RankWork>& ranks) {
     for (size_t i = 0; i < ranks.size(); ++i) idx.push_back(paired_index(k, shift[i], ends[i].size()));
     if (std::find(idx.begin(), idx.end(), kUnpaired) != idx.end()) continue;
     uint64_t max_entry = 0, min_exit = kInf, max_exit = 0;
+    std::vector<uint64_t> began(ranks.size());
     for (size_t i = 0; i < ranks.size(); ++i) {
       const auto& a = ranks[i].steps->anchors[idx[i]];
-      max_entry = std::max(max_entry, a.start);
+      began[i] = device_start(*ranks[i].steps, a);
+      max_entry = std::max(max_entry, began[i]);
       min_exit = std::min(min_exit, a.end);
       max_exit = std::max(max_exit, a.end);
     }
@@ -42,7 +65,7 @@ void apply_device_skew(std::vector<RankWork>& ranks) {
     for (size_t i = 0; i < ranks.size(); ++i) {
       auto& r = ranks[i];
       const auto& a = r.steps->anchors[idx[i]];
-      uint64_t wait = max_entry > a.start ? std::min(max_entry - a.start, a.end - a.start) : 0;
+      uint64_t wait = max_entry > began[i] ? std::min(max_entry - began[i], a.end - began[i]) : 0;
       if (wait < 200'000) continue;
       // The step the execution began in (steps are contiguous, in order).
       auto it = std::partition_point(r.res.steps.begin(), r.res.steps.end(),

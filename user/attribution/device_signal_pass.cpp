@@ -175,7 +175,11 @@ bool nds_to_steps(RankResult& r, const Execs& anchors, const SignalsData& d) {
     uint64_t new_errs = have_prev && errs > prev_errors ? errs - prev_errors : (have_prev ? 0 : errs);
     prev_errors = errs;
     have_prev = true;
-    if (s.delta != 1) continue;  // two executions between samples: last-value words hold only one
+    // Two executions or more between samples (a loaded host delays the
+    // drain that reads them): the last-value words describe only the latest
+    // one. Its count names it where the offset is known; without the offset
+    // which execution it was is a guess, so such a sample is left out.
+    if (s.delta != 1 && !offset) continue;
     StepResult* st = nds_step(r, s, anchors, offset);
     if (!st || st->dev.nds) continue;
     auto ns = [](double sec) { return static_cast<uint64_t>(sec * 1e9 + 0.5); };

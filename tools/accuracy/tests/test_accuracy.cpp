@@ -42,8 +42,8 @@ ScenarioResult run(const std::string& scenario, std::vector<std::string> extra =
   return res;
 }
 
-void check_common(const ScenarioResult& res, double share_pp = 5.0) {
-  INFO(res.cmp.summary());
+// The verdict is the truth's largest category.
+void check_verdict(const ScenarioResult& res) {
   if (res.tracer_verdict != res.truth_gating) {
     // Only a tie in the truth has two right answers: the straggler scenario
     // makes rank 0 wait in the collective about as long as rank 1 loads data,
@@ -54,6 +54,11 @@ void check_common(const ScenarioResult& res, double share_pp = 5.0) {
                     << margin_pp << " pp");
     CHECK(margin_pp < 1.0);
   }
+}
+
+void check_common(const ScenarioResult& res, double share_pp = 5.0) {
+  INFO(res.cmp.summary());
+  check_verdict(res);
   CHECK(res.cmp.step_count_match);
   CHECK(res.cmp.matched_steps == res.cmp.truth_steps);
   CHECK(res.cmp.mean_step_duration_error_pct < 2.0);
@@ -289,7 +294,11 @@ TEST_CASE("accuracy: loaders reclaiming at their cgroup's memory limit are measu
   auto res = run("memory-pressure");
   INFO(res.cmp.summary());
   CHECK(res.cmp.step_count_match);
-  CHECK(res.tracer_verdict == "data_loading");
+  // The reclaim's bite varies with the host: data loading was 19-50 % of
+  // the step by the truth in six runs, and in one the device's time was
+  // larger. The verdict is the truth's, whichever it is; the reclaim is
+  // named (below) either way, and leads the verdict where it gates.
+  check_verdict(res);
   INFO("verdict: " << res.report.job.verdict.headline);
   // The loaders' reclaim passes against their memory PSI (each loader alone
   // in its group): memstall is reclaim plus refaults, mostly reclaim here.
@@ -297,8 +306,10 @@ TEST_CASE("accuracy: loaders reclaiming at their cgroup's memory limit are measu
                                   [](const auto& st) { return st.loader_reclaim_ns; }),
                      3.0);
   REQUIRE(named(res, steptrace::StealCause::loader_reclaim) != nullptr);
-  CHECK(res.report.job.verdict.headline.find("memory reclaim") != std::string::npos);
-  CHECK(res.report.job.verdict.recommendation.find("memory.high") != std::string::npos);
+  if (res.truth_gating == "data_loading") {
+    CHECK(res.report.job.verdict.headline.find("memory reclaim") != std::string::npos);
+    CHECK(res.report.job.verdict.recommendation.find("memory.high") != std::string::npos);
+  }
 }
 
 TEST_CASE("accuracy: receive softirqs on the main thread's CPU are measured and named", "[root][accuracy][steals]") {
