@@ -175,10 +175,8 @@ bool nds_to_steps(RankResult& r, const Execs& anchors, const SignalsData& d) {
     uint64_t new_errs = have_prev && errs > prev_errors ? errs - prev_errors : (have_prev ? 0 : errs);
     prev_errors = errs;
     have_prev = true;
-    // Two executions or more between samples (a loaded host delays the
-    // drain that reads them): the last-value words describe only the latest
-    // one. Its count names it where the offset is known; without the offset
-    // which execution it was is a guess, so such a sample is left out.
+    // Executions missed between samples (a loaded host delays the drain):
+    // the last-value words are the latest's, named by its count if the offset is known.
     if (s.delta != 1 && !offset) continue;
     StepResult* st = nds_step(r, s, anchors, offset);
     if (!st || st->dev.nds) continue;
