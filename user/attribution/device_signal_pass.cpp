@@ -226,7 +226,8 @@ double step_net_ratio(const StepResult& st, size_t rank, double link_gbit, uint6
   double best_ratio = -1;
   uint64_t coll = st.ns[static_cast<size_t>(Category::collective)];
   uint64_t dev_cc = st.dev.nds ? std::min(st.dev.cc_ns, coll) : 0;
-  uint64_t host_cc = coll - dev_cc;
+  // The link moves bytes while the rank waits for a CPU in the collective (cpu_contention) too.
+  uint64_t host_cc = coll - dev_cc + st.contention_under[static_cast<size_t>(Category::collective)];
   host_cc -= std::min(host_cc / 2, peer_wait_ns);  // at most half: arrival times are estimates
   auto consider = [&](uint64_t bytes, uint64_t ns, PathTotal& total) {
     if (bytes == 0 || ns < 500'000 || link_Bps <= 0) return;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "multinode/job_merge.h"
+#include "multinode/job_links.h"
 #include "multinode/stream_match.h"
 
 #include <fmt/core.h>
@@ -33,6 +34,7 @@ void collect(const std::vector<JobInput>& inputs, JobReport& job) {
     host.clock = align_by_anchors(r.analysis.clock, r.source.realtime_minus_monotonic_ns);
     host.local_headline = r.job.verdict.headline;
     host.local_category = r.job.verdict.category;
+    host.link = host_link(r);
     host.ranks = r.job.ranks.size();
     host.incomplete = r.incomplete();
     for (size_t e = 0; e < h && !host.boot_id.empty(); ++e)
@@ -375,6 +377,7 @@ JobReport merge_job(const std::vector<JobInput>& inputs) {
   find_culprit(job, rows);
   summarize_nodes(job);
   write_headline(job);
+  link_evidence(job);
   check_coverage(job);
   return job;
 }

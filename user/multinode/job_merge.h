@@ -24,12 +24,25 @@ struct JobInput {
   const SessionReport* report = nullptr;
 };
 
+// A host's adapters during the collective (EFA counters): the rate the
+// collective achieved on them against the link's.
+struct HostLink {
+  bool measured = false;
+  double link_gbit = 0;      // per adapter
+  double achieved_gbit = 0;  // the collective's bytes over its time
+  double ratio = -1;         // achieved / link
+  double mib_per_step = 0;   // per rank's adapter
+  bool network_bound = false;
+  std::string why_not;       // "" when measured
+};
+
 struct JobHost {
   std::string path, hostname, boot_id, job_id;
   HostAlignment clock;
   std::string network_why_not;  // why the bytes it exchanged did not refine its clock ("" when they did or need not)
   std::string local_headline;  // what this host's report alone says
   Category local_category = Category::other;
+  HostLink link;
   size_t ranks = 0;
   bool incomplete = false;
 };

@@ -66,6 +66,13 @@ nlohmann::json network_json(const JobHost& h) {
           {"exchanges_from", c.net_upper}, {"why_not", nullptr}};
 }
 
+nlohmann::json link_json(const HostLink& l) {
+  using nlohmann::json;
+  if (!l.measured) return {{"why_not", l.why_not}};
+  return {{"link_gbit", l.link_gbit},       {"achieved_gbit", l.achieved_gbit}, {"ratio", l.ratio},
+          {"mib_per_step", l.mib_per_step}, {"network_bound", l.network_bound}, {"why_not", nullptr}};
+}
+
 }  // namespace
 
 std::string format_job_text(const JobReport& job) {
@@ -151,7 +158,7 @@ nlohmann::json job_report_json(const JobReport& job) {
   for (const auto& h : job.hosts)
     j["hosts"].push_back({{"capture", h.path}, {"hostname", h.hostname}, {"boot_id", h.boot_id},
                           {"ranks", h.ranks}, {"incomplete", h.incomplete}, {"local_headline", h.local_headline},
-                          {"local_category", category_name(h.local_category)},
+                          {"local_category", category_name(h.local_category)}, {"link", link_json(h.link)},
                           {"clock", {{"method", alignment_method_name(h.clock.method)},
                                      {"same_boot_as", h.clock.same_boot_as},
                                      {"offset_ns", h.clock.offset_ns},

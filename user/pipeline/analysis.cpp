@@ -17,6 +17,14 @@ constexpr size_t kKeepClosedSockets = 1024;
 constexpr size_t kMaxSymbolNames = 4'000'000;
 }  // namespace
 
+void Analysis::on_signal_note(const nlohmann::json& note) {
+  // A live session's own sampler is the source; its notes are for the capture.
+  if (device_signals && !replayed_signals) return;
+  if (!replayed_signals) replayed_signals = std::make_shared<SignalNoteReader>();
+  replayed_signals->on_note(note);
+  device_signals = &replayed_signals->data();
+}
+
 JobAnalysis Analysis::finish(uint64_t end_ns, const DropStats& drops) {
   timeline.finish(end_ns, &threads);
   AnalysisOptions opt = ledger.resume({});

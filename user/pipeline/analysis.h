@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "capture/attach_tier.h"
 #include "pipeline/clock_notes.h"
 #include "pipeline/process_notes.h"
+#include "pipeline/signal_notes.h"
 #include "profile/cpu_samples.h"
 #include "timeline/collector_stats.h"
 #include "timeline/thread_table.h"
@@ -62,6 +64,9 @@ struct Analysis {
   // Samples of folded windows, classified and counted (CpuProfile::folded).
   std::map<ProfileKey, uint64_t> profile_folded;
   const signals::SignalsData* device_signals = nullptr;  // set by the session for finish()
+  // A replay's device counters, from the capture's signals notes; then
+  // device_signals points at them. Shared: they outlive a window (Pipeline).
+  std::shared_ptr<SignalNoteReader> replayed_signals;
 
   void on_event(const Event& raw) {
     const Event& e = sockets.rekey(raw);
@@ -77,7 +82,9 @@ struct Analysis {
     if (auto ppid = parent_in_note(note)) timeline.note_parent(pid, *ppid);
     if (auto t = note.find("note"); t != note.end() && *t == "symbols") add_symbol_note(note);
     if (auto a = anchor_in_note(note)) clock.add(*a);
+    if (is_signal_note(note)) on_signal_note(note);
   }
+  void on_signal_note(const nlohmann::json& note);
   // A "symbols" note: names of sampled addresses ([[pid, ip, name]...]).
   void add_symbol_note(const nlohmann::json& note);
   // Close the window and run steps -> attribution -> verdict, over the steps

@@ -110,10 +110,12 @@ JobAnalysis Pipeline::close_window(uint64_t end_ns, const DropStats& drops) {
 
 void Pipeline::start_window() {
   const auto* signals = analysis_.device_signals;
+  auto replayed = analysis_.replayed_signals;  // what `signals` points at in a replay
   SampleStore samples = std::move(analysis_.samples);
   ClockAnchors clock = analysis_.clock;  // the wall clock's anchors span the session, not a window
   analysis_ = Analysis();
   analysis_.device_signals = signals;
+  analysis_.replayed_signals = std::move(replayed);
   analysis_.clock = clock;
   // The daemon's windows: the stacks and their names stay (later samples
   // point at them), the window's samples go with it.

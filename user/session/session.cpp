@@ -263,6 +263,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
     auto w = CaptureWriter::create(o.record_path, s->capture_meta(), {o.max_capture_bytes, o.force});
     if (!w) return w.error();
     s->writer_ = std::move(*w);
+    s->signals_->keep_new(true);  // the capture carries the device counters (pipeline/signal_notes.h)
   }
   if (launch)
     if (auto st = s->launch_job(root); !st) return st.error();
@@ -360,6 +361,8 @@ Status Session::poll() {
     for (const auto& [tid_cmd, agg] : a.collectors.accel_by_tid_cmd)
       if (const ThreadInfo* t = a.threads.find(tid_cmd.first)) accel.insert(t->pid);
     signals_->tick(monotonic_ns(), pids, accel);
+    if (writer_)  // into the capture by the next drain, beside the records they explain
+      for (const auto& note : signal_notes_.notes(signals_->data(), signals_->take_new())) emit_note(0, note);
   }
   return Ok{};
 }

@@ -114,6 +114,7 @@ class Session {
   size_t last_drained_ = 0;          // records the last drain consumed
   bool watching_devs_ = false;       // wait_ watches for named device files
   std::unique_ptr<signals::DeviceSignals> signals_;  // NDS / EFA / Neuron sysfs sampler (drain ticks)
+  SignalNoteWriter signal_notes_;                      // its samples, as the capture's notes
   std::optional<JobControl> job_;
   bool stop_requested_ = false;   // attach mode (no job), or --keep-running
   uint64_t alive_checked_ns_ = 0; // attach -p: when the traced processes were last looked for

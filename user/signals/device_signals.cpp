@@ -176,6 +176,18 @@ void DeviceSignals::keep(V& samples, T&& s) {
     return;
   }
   samples.push_back(std::forward<T>(s));
+  if (keep_new_) fresh_of(samples).push_back(samples.back());
+}
+
+SignalsData DeviceSignals::take_new() {
+  SignalsData out;
+  out.nds = std::move(fresh_.nds);
+  out.efa = std::move(fresh_.efa);
+  out.sysfs = std::move(fresh_.sysfs);
+  fresh_.nds.clear();
+  fresh_.efa.clear();
+  fresh_.sysfs.clear();
+  return out;
 }
 
 void DeviceSignals::sample_nds(uint64_t now) {

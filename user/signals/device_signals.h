@@ -32,6 +32,10 @@ class DeviceSignals {
   // of each port and device (the counters' values at the window's start).
   // The per-kind cap then bounds a window, not the session.
   void forget_before(uint64_t ts);
+  // A recording keeps each sample also for its capture (pipeline/signal_notes.h):
+  // take_new() hands over those taken since its last call.
+  void keep_new(bool on) { keep_new_ = on; }
+  SignalsData take_new();
 
  private:
   struct Attached {
@@ -61,7 +65,13 @@ class DeviceSignals {
   void keep(V& samples, T&& s);
   void note_problem(NdsError e, int err_no);
 
+  std::vector<NdsSample>& fresh_of(std::vector<NdsSample>&) { return fresh_.nds; }
+  std::vector<EfaSample>& fresh_of(std::vector<EfaSample>&) { return fresh_.efa; }
+  std::vector<SysfsSample>& fresh_of(std::vector<SysfsSample>&) { return fresh_.sysfs; }
+
   SignalsData d_;
+  bool keep_new_ = false;
+  SignalsData fresh_;  // samples not yet taken by take_new()
   std::map<uint32_t, Attached> attached_;
   std::map<uint32_t, Pending> pending_;
   std::map<int, DeviceFd> dev_fds_;
