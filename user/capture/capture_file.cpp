@@ -94,13 +94,19 @@ Result<std::unique_ptr<CaptureWriter>> CaptureWriter::create(const std::string& 
     ::unlink(w->tmp_path_.c_str());
     return make_error(fmt::format("cannot write {}: {}", w->tmp_path_, std::strerror(e)));
   }
-  w->committed_ = h.size();
+  w->committed_ = w->header_bytes_ = h.size();
   w->buf_.reserve(kChunkRaw + 4096);
   return w;
 }
 
 CaptureWriter::~CaptureWriter() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ < 0) return;
+  ::close(fd_);
+  // Never finished and holding no record (the session failed to start: a
+  // command that could not run): nothing to keep, and a stale .tmp would
+  // make the next recording to this path refuse. One with records stays
+  // for the salvage.
+  if (committed_ <= header_bytes_ && buf_.empty()) ::unlink(tmp_path_.c_str());
 }
 
 int CaptureWriter::write_all(const void* p, size_t n) {

@@ -83,6 +83,7 @@ class CaptureWriter {
   uint64_t buffered_records_ = 0;  // in buf_, not yet written
   uint64_t records_written_ = 0;   // in complete chunks on disk
   uint64_t committed_ = 0;         // file bytes up to the end of the last complete chunk
+  uint64_t header_bytes_ = 0;      // of which the header
   uint64_t max_bytes_ = 0;
   bool overwrite_ = false;
   bool can_reserve_ = true;
