@@ -35,19 +35,7 @@ simpid=$!
 wait_trainsim_ranks "$simpid" 4 || true
 [ "${#pids[@]}" = 4 ] || { echo "expected 4 ranks of launcher $simpid, found ${#pids[@]}"; cat "$t/sim.log"; exit 1; }
 echo "ranks: ${pids[*]}"
-devs=()
-for f in "$t"/dev/neuron* "$t"/dev/uverbs*; do
-  case $f in *uverbs*) devs+=(--rdma-dev "$f") ;; *) devs+=(--accel-dev "$f") ;; esac
-done
-
-"$bin" record -o "$t/node0.cap" -d 15 "${devs[@]}" -p "${pids[0]},${pids[1]}" > "$t/rec0.log" 2>&1 &
-r0=$!
-"$bin" record -o "$t/node1.cap" -d 15 "${devs[@]}" -p "${pids[2]},${pids[3]}" > "$t/rec1.log" 2>&1 &
-r1=$!
-rc=0
-wait $r0 || rc=$?
-wait $r1 || rc=$?
-[ $rc = 0 ] || { echo "a recorder failed ($rc)"; cat "$t/rec0.log" "$t/rec1.log"; exit 1; }
+record_two_nodes "$bin" "$t" 15 || exit 1
 wait "$simpid" || true
 simpid=
 

@@ -19,3 +19,23 @@ wait_trainsim_ranks() {  # LAUNCHER_PID N
   done
   return 1
 }
+
+# Records a 2 x 2 job's two simulated nodes apart, as two hosts would: node
+# N's ranks (pids[2N], pids[2N+1]) into DIR/nodeN.cap for SECONDS, with the
+# simulated devices under DIR/dev and any further recorder flags. Returns 1,
+# with the recorders' output, when one fails.
+record_two_nodes() {  # STEPTRACE_BIN DIR SECONDS [FLAGS...]
+  local bin=$1 dir=$2 secs=$3 f rc=0 r0 r1
+  shift 3
+  local flags=("$@")
+  for f in "$dir"/dev/neuron* "$dir"/dev/uverbs*; do
+    case $f in *.nds) ;; *uverbs*) flags+=(--rdma-dev "$f") ;; *) flags+=(--accel-dev "$f") ;; esac
+  done
+  "$bin" record -o "$dir/node0.cap" -d "$secs" "${flags[@]}" -p "${pids[0]},${pids[1]}" > "$dir/rec0.log" 2>&1 &
+  r0=$!
+  "$bin" record -o "$dir/node1.cap" -d "$secs" "${flags[@]}" -p "${pids[2]},${pids[3]}" > "$dir/rec1.log" 2>&1 &
+  r1=$!
+  wait $r0 || rc=$?
+  wait $r1 || rc=$?
+  [ $rc = 0 ] || { echo "a recorder failed ($rc)"; cat "$dir/rec0.log" "$dir/rec1.log"; return 1; }
+}
