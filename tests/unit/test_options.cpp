@@ -111,6 +111,14 @@ TEST_CASE("options: invalid values are rejected with the reason", "[cli]") {
   r = parse({"attach", "-p", "1", "stray"}, &code);
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message.find("stray") != std::string::npos);
+  // An option record does not know, before the job: not taken for its command.
+  for (auto args : {std::vector<const char*>{"record", "-o", "x.cap", "-q", "--", "/bin/true"},
+                    std::vector<const char*>{"run", "-q", "--", "/bin/true"}}) {
+    INFO(args[0]);
+    r = parse(args, &code);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message.find("unknown option '-q'") != std::string::npos);
+  }
 }
 
 TEST_CASE("options: pid and collector lists", "[cli]") {

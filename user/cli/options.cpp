@@ -236,6 +236,14 @@ struct Parsed {
   std::optional<std::vector<std::string>> after_dashes;
 };
 
+// An option the subcommand does not know ends its options (the job's own
+// flags may follow a bare command), so it would be taken for the command.
+// No program is named like an option: say which one was not understood.
+Status check_job_command(const std::vector<std::string>& argv) {
+  if (argv.empty() || argv.front().size() < 2 || argv.front()[0] != '-') return Ok{};
+  return make_error(fmt::format("unknown option '{}' (the job's command goes after --)", argv.front()));
+}
+
 // argv after the subcommand's options ("--" dropped): the job to launch.
 std::vector<std::string> job_argv(CLI::App* sub, const Parsed& p) {
   auto argv = sub->remaining();
@@ -264,9 +272,11 @@ Status finish_options(Options& o, const Parsed& p, const std::string& pid_csv, c
     o.command = CommandKind::run;
     o.argv = job_argv(p.run, p);
     if (o.argv.empty()) return make_error("run: missing command (steptrace run [opts] -- CMD ARGS...)");
+    if (auto st = check_job_command(o.argv); !st) return st;
   } else if (p.record->parsed() || p.top->parsed()) {
     o.command = p.record->parsed() ? CommandKind::record : CommandKind::top;
     o.argv = job_argv(p.record->parsed() ? p.record : p.top, p);
+    if (auto st = check_job_command(o.argv); !st) return st;
     int n = target_count(o, pid_csv) + (!o.argv.empty());
     if (n != 1)
       return make_error(fmt::format("{}: give exactly one of -p PID[,PID], --cgroup PATH, --pod P, --container ID, "
