@@ -115,6 +115,13 @@ for s in sorted(waits, key=lambda s: s["metric"]["rank"]):
           f"rank={m['rank']}}} = {float(s['value'][1]):.3f}")
 assert sorted((s["metric"].get("node"), s["metric"]["rank"]) for s in waits) == \
     [("0", "0"), ("0", "1"), ("1", "2"), ("1", "3")], waits
+# Lateness against the earliest rank of its own node: node 1's planted
+# straggler arrives after its node peer; node 0's ranks arrive together.
+late = {(s["metric"].get("node"), s["metric"]["rank"]): float(s["value"][1])
+        for s in query("steptrace:rank_arrival_lateness:ratio_rate5m")}
+print("steptrace:rank_arrival_lateness:ratio_rate5m", {f"{n}/{r}": round(v, 3) for (n, r), v in sorted(late.items())})
+assert sorted(late) == [("0", "0"), ("0", "1"), ("1", "2"), ("1", "3")], late
+assert late[("1", "3")] > 2 * max(late[("1", "2")], 0.005), late
 nodes = query("sort_desc(steptrace:node_collective_wait:ratio_rate5m)")
 print("nodes ranked by wait:", [(s["metric"]["node"], round(float(s["value"][1]), 3)) for s in nodes])
 culprit = query("steptrace:job_culprit_rank")

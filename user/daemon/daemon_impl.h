@@ -89,6 +89,9 @@ struct RankSeries {
   double sum_s = 0;
   uint64_t count = 0;
   uint64_t straggler_steps = 0;
+  // How late it arrived at the collective after this host's earliest rank,
+  // over the steps a collective coupled (attribution/cross_rank.h).
+  double late_s = 0;
   // EFA control path (uverbs calls), inside steps and outside them.
   uint64_t efa_calls[2] = {};
   double efa_s[2] = {};

@@ -84,6 +84,11 @@ void Daemon::render_step_metrics(Exposition& x) const {
   for (const auto& [k, s] : series_)
     x.sample("steptrace_straggler_steps_total", R(s), static_cast<double>(s.straggler_steps));
 
+  x.family("steptrace_arrival_lateness_seconds_total", "counter",
+           "How late this rank arrived at the collective after the earliest rank on this host, over the steps a "
+           "collective coupled (this host's ranks only: lateness against other nodes shows in the merged report)");
+  for (const auto& [k, s] : series_) x.sample("steptrace_arrival_lateness_seconds_total", R(s), s.late_s);
+
   // One family, then the next: the text format wants each family's samples together.
   constexpr const char* kWhere[2] = {"in_steps", "outside_steps"};
   x.family("steptrace_efa_control_calls_total", "counter",

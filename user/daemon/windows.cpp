@@ -101,6 +101,7 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
         if (st.index < ja.skipped_warmup_steps || st.start_ns < detail_since_ns_) continue;
         for (size_t c = 0; c < kCategories; ++c) s.cat_s[c] += static_cast<double>(st.ns[c]) / 1e9;
         s.add_steals(st);
+        if (st.coupled) s.late_s += static_cast<double>(st.late_ns) / 1e9;
         // Numbered as the series counts its steps (the count below runs after this).
         const int number = static_cast<int>(s.count) + st.index - ja.skipped_warmup_steps + 1;
         s.recent.push_back({number, st.start_ns, st.duration(), st.ns});
