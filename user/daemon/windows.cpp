@@ -94,9 +94,8 @@ void Daemon::publish(const JobAnalysis& ja, bool detail) {
     s.pid_num = r.pid;
     s.procs[r.pid] = {id.comm, id.pod, id.pod_namespace, id.container, window_no_};
     if (detail) {
-      // Counted steps (as in r.total), less any that began before the
-      // programs turned detail on: records the reorderer held back at the
-      // edge can start this window's analysis a little before that.
+      // Counted steps (as in r.total), less any that began before the programs turned
+      // detail on: records held back at the edge can start this window a little before that.
       for (const auto& st : r.steps) {
         if (st.index < ja.skipped_warmup_steps || st.start_ns < detail_since_ns_) continue;
         for (size_t c = 0; c < kCategories; ++c) s.cat_s[c] += static_cast<double>(st.ns[c]) / 1e9;
