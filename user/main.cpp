@@ -24,6 +24,7 @@
 #include "loader/preflight.h"
 #include "export/summary.h"
 #include "multinode/job_merge.h"
+#include "multinode/job_html.h"
 #include "multinode/job_perfetto.h"
 #include "multinode/job_view.h"
 #include "pipeline/replay.h"
@@ -159,6 +160,13 @@ int cmd_job_report(const Options& o, const WindowPolicy& windows) {
       return 1;
     }
     fmt::print(stderr, "steptrace: wrote {} ({})\n", o.perfetto_path, file_size_text(o.perfetto_path));
+  }
+  if (!o.html_path.empty()) {
+    if (auto st = write_output_file(o.html_path, job_html(job), output_file_options(o)); !st) {
+      log::error("{}", st.error().message);
+      return 1;
+    }
+    fmt::print(stderr, "steptrace: wrote {} ({})\n", o.html_path, file_size_text(o.html_path));
   }
   const std::string json = json_text(job_report_json(job), 2) + "\n";
   if (o.json_path == "-") {

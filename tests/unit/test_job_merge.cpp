@@ -4,6 +4,7 @@
 // named with its cause - on reports built here, whose truth is known.
 #include <catch2/catch.hpp>
 
+#include "multinode/job_html.h"
 #include "multinode/job_merge.h"
 #include "multinode/job_view.h"
 #include "pipeline/remote_ranks.h"
@@ -226,4 +227,34 @@ TEST_CASE("one host of a bigger job: its collective wait is for a rank on anothe
   CHECK(b.job.verdict.headline == "collectives gate the accelerator");
   CHECK(b.job.verdict.evidence.back().find("WORLD_SIZE 4; this host traces 2 of the ranks (RANK 2,3)") !=
         std::string::npos);
+}
+
+TEST_CASE("job merge: the HTML page puts every rank's steps on the job clock, and escapes what the hosts wrote",
+          "[multinode]") {
+  const int64_t wall0 = 1'800'000'000'000'000'000;
+  auto a = make_host("boot-a", 1000'000 * kMs, wall0, 0, {{0, 0, 0}, {1, 0, 0}}, 14 * kMs, 40, 100);
+  auto b = make_host("boot-b", 997'500 * kMs, wall0, 0, {{2, 1, 0}, {3, 1, 14 * kMs}}, 14 * kMs, 40, 100);
+  b.source.host = "<script>alert(1)</script>";  // a hostname is the host's to choose
+  const JobReport job = merge_job({{"a.cap", &a}, {"b.cap", &b}});
+  const std::string html = job_html(job);
+  CHECK(html.find("<script>alert(1)") == std::string::npos);
+  CHECK(html.find("&lt;script&gt;alert(1)&lt;/script&gt;") != std::string::npos);
+  const std::string head = "<script type=\"application/json\" id=\"job-data\">";
+  const size_t at = html.find(head);
+  REQUIRE(at != std::string::npos);
+  const size_t from = at + head.size();
+  const auto data = nlohmann::json::parse(html.substr(from, html.find("</script>", from) - from));
+  REQUIRE(data["ranks"].size() == 4);
+  // 2.5 s apart on the hosts' monotonic clocks, together on the job's: every
+  // rank's step k starts at k x 50 ms.
+  for (const auto& r : data["ranks"]) {
+    INFO("rank " << r["rank"]);
+    REQUIRE(r["steps"].size() == 40);
+    CHECK(r["steps"][10][0].get<double>() == Approx(500.0).margin(0.01));
+    CHECK(r["steps"][10][1].get<double>() == Approx(50.0));
+  }
+  CHECK(data["ranks"][3]["culprit"] == true);
+  CHECK(data["ranks"][0]["culprit"] == false);
+  CHECK(data["span_ms"].get<double>() == Approx(2000.0).margin(0.01));
+  CHECK(html.find("rank 3 on node 1") != std::string::npos);
 }

@@ -297,9 +297,9 @@ Status finish_options(Options& o, const Parsed& p, const std::string& pid_csv, c
     if (o.cut_from_s >= 0 && o.cut_first_step >= 0) return make_error("report: give --time or --steps, not both");
     if (!o.more_captures.empty() && (o.cut_from_s >= 0 || o.cut_first_step >= 0))
       return make_error("report: --time and --steps cut one capture; give one file");
-    if (!o.more_captures.empty() && (!o.html_path.empty() || !o.folded_path.empty()))
-      return make_error("report: several captures make a job report (terminal, --json and --perfetto); --html and "
-                        "--folded take one capture");
+    if (!o.more_captures.empty() && !o.folded_path.empty())
+      return make_error("report: several captures make a job report (terminal, --json, --perfetto and --html); "
+                        "--folded takes one capture");
   } else if (p.diff->parsed()) {
     o.command = CommandKind::diff;
   } else if (!p.app->remaining().empty()) {

@@ -75,6 +75,9 @@ nlohmann::json link_json(const HostLink& l) {
 
 }  // namespace
 
+std::string job_alignment_text(const JobReport& job) { return alignment_words(job); }
+std::string job_host_clock_text(const JobHost& host) { return clock_line(host); }
+
 std::string format_job_text(const JobReport& job) {
   std::string out;
   out += fmt::format("steptrace job report: {} host capture(s), {} rank(s){}{}\n", job.hosts.size(), job.ranks.size(),
