@@ -207,15 +207,27 @@ void paint_runnable(const ThreadTimeline& t, const StateSeg& g, const std::vecto
 
 using Exec = std::vector<std::pair<uint64_t, uint64_t>>;
 
+// Two copy calls at most this far apart are one run of submissions.
+constexpr uint64_t kCopyLoopNs = 50'000;
+
 // Spans inside [ws, we): submissions, copies, runtime tensor calls and EFA
 // control-path calls painted; the send/recv calls returned for the collective.
 std::vector<const Span*> paint_spans(const ThreadTimeline& t, uint64_t ws, uint64_t we, const Exec& exec,
                                      StepResult& st, std::vector<Paint>& paints) {
   std::vector<const Span*> net;
+  uint64_t copies_end = 0;  // the latest end of a copy call so far
   for (auto it = spans_overlapping_from(t, ws); it != t.spans.end() && it->start < we; ++it) {
     const Span& s = *it;
     if (s.end <= ws) continue;
     if (is_net(s)) net.push_back(&s);
+    // Back-to-back copies (a runtime writing a batch's tensors one by one):
+    // the few microseconds between two are the loop that submits them, most
+    // of it the probes' own entry and return, not host work of the step.
+    const bool copy = s.kind == SpanKind::nrt_tensor_write || s.kind == SpanKind::nrt_tensor_read ||
+                      (s.kind == SpanKind::ioctl && neuron_cmd_class(s.cmd) == NEURON_CLASS_COPY);
+    if (copy && s.start > copies_end && copies_end && s.start - copies_end <= kCopyLoopNs)
+      paints.push_back({copies_end, s.start, 5, Category::dma_submission});
+    if (copy) copies_end = std::max(copies_end, s.end);
     if (s.kind == SpanKind::ioctl) {
       auto c = neuron_cmd_class(s.cmd);
       // Completion acknowledgements inside an execution are part of waiting for
