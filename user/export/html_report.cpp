@@ -13,10 +13,9 @@
 #include "export/what_if_view.h"
 
 namespace steptrace {
-namespace {
 
-// JSON that is safe inside <script>: no "<", ">" or "&" survive (they can only
-// appear inside strings, where \u escapes mean the same).
+// No "<", ">" or "&" survive (they can only appear inside strings, where \u
+// escapes mean the same).
 std::string script_safe_json(const nlohmann::json& j) {
   std::string s = json_text(j);
   std::string o;
@@ -29,6 +28,8 @@ std::string script_safe_json(const nlohmann::json& j) {
   }
   return o;
 }
+
+namespace {
 
 const char* kStyle = R"CSS(
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#222;max-width:1200px}

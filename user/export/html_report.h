@@ -5,6 +5,7 @@
 // evidence and rank table are plain HTML, so the page reads without scripts.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "pipeline/analysis.h"
@@ -15,5 +16,7 @@ std::string html_report(const SessionReport& r);
 
 // Escape text for HTML element content and attribute values.
 std::string html_escape(const std::string& s);
+// JSON that is safe inside <script>: "<", ">" and "&" only as \u escapes.
+std::string script_safe_json(const nlohmann::json& j);
 
 }  // namespace steptrace

@@ -9,7 +9,6 @@
 #include "export/html_report.h"
 #include "export/report_stats.h"
 #include "multinode/job_view.h"
-#include "util/json_text.h"
 
 namespace steptrace {
 
@@ -73,18 +72,6 @@ const char* kScript = R"JS(
   document.body.setAttribute('data-steps-rendered', String(drawn));
 })();
 )JS";
-
-// JSON that is safe inside <script>: "<", ">" and "&" only in \u escapes.
-std::string script_json(const nlohmann::json& j) {
-  std::string o;
-  for (char c : json_text(j)) {
-    if (c == '<') o += "\\u003c";
-    else if (c == '>') o += "\\u003e";
-    else if (c == '&') o += "\\u0026";
-    else o += c;
-  }
-  return o;
-}
 
 // Every rank's steps on the job clock, in ms from the earliest step.
 nlohmann::json timeline_json(const JobReport& job) {
@@ -177,7 +164,7 @@ std::string job_html(const JobReport& job) {
        "<div id=\"timeline\"></div>\n<noscript><p>The timeline needs JavaScript; the tables below do not.</p>"
        "</noscript>\n";
   o += tables_html(job);
-  o += "<script type=\"application/json\" id=\"job-data\">" + script_json(timeline_json(job)) + "</script>\n";
+  o += "<script type=\"application/json\" id=\"job-data\">" + script_safe_json(timeline_json(job)) + "</script>\n";
   o += std::string("<script>") + kScript + "</script>\n</body></html>\n";
   return o;
 }
