@@ -138,6 +138,8 @@ const char* kScript = R"JS(
 
 }  // namespace
 
+const char* html_report_css() { return kStyle; }
+
 std::string html_escape(const std::string& s) {
   std::string o;
   o.reserve(s.size());

@@ -16,6 +16,8 @@ std::string html_report(const SessionReport& r);
 
 // Escape text for HTML element content and attribute values.
 std::string html_escape(const std::string& s);
+// The pages' stylesheet (the merged job's page adds its own rules to it).
+const char* html_report_css();
 // JSON that is safe inside <script>: "<", ">" and "&" only as \u escapes.
 std::string script_safe_json(const nlohmann::json& j);
 

@@ -14,17 +14,9 @@ namespace steptrace {
 
 namespace {
 
+// On top of the one-capture page's stylesheet.
 const char* kStyle = R"CSS(
-body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#222;max-width:1400px}
-h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px}
-.verdict{font-size:18px;font-weight:600;padding:12px 16px;border-left:6px solid #e15759;background:#fdf3f3}
-.meta{color:#666;font-size:12px}
-table{border-collapse:collapse;font-variant-numeric:tabular-nums}
-td,th{padding:3px 8px;text-align:right;border-bottom:1px solid #eee}
-th{background:#f6f6f6} td:first-child,th:first-child{text-align:left}
 tr.culprit td{background:#fff1d6;font-weight:600}
-.legend span{display:inline-block;margin-right:14px;font-size:12px}
-.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-2px}
 #timeline svg{border:1px solid #eee;background:#fff}
 )CSS";
 
@@ -48,7 +40,7 @@ const char* kScript = R"JS(
     s.appendChild(document.createTextNode(c));
     legend.appendChild(s);
   });
-  var W = 1300, L = 150, RH = 16, GAP = 4, span = Math.max(d.span_ms, 1e-3);
+  var W = 1150, L = 150, RH = 16, GAP = 4, span = Math.max(d.span_ms, 1e-3);
   var H = d.ranks.length * (RH + GAP) + 30;
   var svg = el('svg', {width: W, height: H}, document.getElementById('timeline'));
   var drawn = 0;
@@ -148,7 +140,7 @@ std::string tables_html(const JobReport& job) {
 std::string job_html(const JobReport& job) {
   std::string o = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\n";
   o += fmt::format("<title>steptrace job: {}</title>\n<style>{}</style></head><body>\n", html_escape(job.headline),
-                   kStyle);
+                   std::string(html_report_css()) + kStyle);
   o += fmt::format("<h1>steptrace job report{}</h1>\n<p class=\"meta\">{} host capture(s), {} rank(s){}</p>\n",
                    job.job_id.empty() ? "" : ": " + html_escape(job.job_id), job.hosts.size(), job.ranks.size(),
                    job.world_size > 0 ? fmt::format(" of WORLD_SIZE {}", job.world_size) : "");
