@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "export/profile_view.h"
 #include "session/session.h"
@@ -223,8 +224,28 @@ void check_ddp_steps(const DdpRun& run, int steps) {
     INFO("data loading: job " << data_job << " % (" << data_wait << " % blocked), traced " << data_seen << " %");
     CHECK(data_seen <= data_job + 3.0);
     CHECK(data_seen >= data_wait - std::max(3.0, 0.15 * data_wait));
-    // Step 0 waits for the loader workers to start: data loading.
-    CHECK(rr.steps[0].gating == Category::data_loading);
+    // Step 0 waits for the loader workers to start: its data loading is the
+    // job's own wait in its first next(it), within 5 % (30 ms at least). Not
+    // its gating category: the traced step 0 also holds the rank's start-up
+    // before the loop (spawn, import torch, init_process_group), which the
+    // job's timer does not. A CI run under load had rank 1's step 0 gated by
+    // "other": its wait to connect to rank 0's store, which retries each
+    // second (1000 ms of "other" in 2 of 10 runs here).
+    const auto& s0 = rr.steps[0];
+    const auto& t0 = ts[0];
+    const double s0_data = static_cast<double>(s0.ns[static_cast<size_t>(Category::data_loading)]) / 1e6;
+    const double t0_data = static_cast<double>(t0["data_ns"].get<int64_t>()) / 1e6;
+    const double t0_blocked = t0_data - static_cast<double>(t0["data_cpu_ns"].get<int64_t>() +
+                                                            t0["data_delay_ns"].get<int64_t>()) / 1e6;
+    std::ostringstream why;
+    why << "step 0: " << static_cast<double>(s0.duration()) / 1e6 << " ms traced";
+    for (size_t c = 0; c < kCategories; ++c) why << ", " << kCategoryNames[c] << " " << static_cast<double>(s0.ns[c]) / 1e6;
+    why << "; the job's: " << static_cast<double>(t0["end_ns"].get<int64_t>() - t0["start_ns"].get<int64_t>()) / 1e6
+        << " ms, data " << t0_data << " (" << t0_blocked << " blocked)";
+    INFO(why.str());
+    std::printf("ddp rank %d %s\n", rank, why.str().c_str());
+    CHECK(s0_data <= t0_data + std::max(30.0, 0.05 * t0_data));
+    CHECK(s0_data >= t0_blocked - std::max(30.0, 0.05 * t0_blocked));
   }
 }
 

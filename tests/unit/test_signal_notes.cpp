@@ -61,7 +61,7 @@ SignalsData recorded() {
 TEST_CASE("signal notes: a recording's device counters come back whole from its notes", "[unit][signals]") {
   const SignalsData d = recorded();
   SignalNoteWriter w;
-  std::vector<nlohmann::json> notes = w.notes(d, d);
+  std::vector<nlohmann::json> notes = w.notes(d, d, 0);
   REQUIRE(notes.size() > 3);
   SignalNoteReader r;
   for (const auto& n : notes) {
@@ -103,15 +103,36 @@ TEST_CASE("signal notes: a recording's device counters come back whole from its 
   // The next call writes only what is new: no setup again, one new sample.
   SignalsData fresh;
   fresh.nds.push_back(d.nds.back());
-  auto more = w.notes(d, fresh);
+  auto more = w.notes(d, fresh, 1'000'000);
   REQUIRE(more.size() == 1);
   CHECK(more[0]["note"] == "signals_nds");
+
+  // A setup change and a renamed thread wait for the next second, or for the
+  // recording's last call.
+  SignalsData changed = d;
+  changed.devices.emplace_back(7, "neuron7");
+  changed.comms.begin()->second = "renamed";
+  CHECK(w.notes(changed, SignalsData{}, SignalNoteWriter::kSetupCheckNs - 1).empty());
+  auto late = w.notes(changed, SignalsData{}, SignalNoteWriter::kSetupCheckNs);
+  REQUIRE(late.size() == 2);
+  CHECK(late[0]["note"] == "signals_setup");
+  CHECK(late[1]["note"] == "signals_threads");
+  changed.devices.emplace_back(8, "neuron8");
+  auto last = w.notes(changed, SignalsData{}, SignalNoteWriter::kSetupCheckNs + 1, true);
+  REQUIRE(last.size() == 1);
+  CHECK(last[0]["note"] == "signals_setup");
+  SignalNoteReader r2;
+  for (const auto& n : notes) r2.on_note(n);
+  for (const auto& n : late) r2.on_note(n);
+  for (const auto& n : last) r2.on_note(n);
+  CHECK(r2.data().devices == changed.devices);
+  CHECK(r2.data().comms == changed.comms);
 }
 
 TEST_CASE("signal notes: a replay's analysis reads them, a live one keeps its own sampler's", "[unit][signals]") {
   const SignalsData d = recorded();
   SignalNoteWriter w;
-  const auto notes = w.notes(d, d);
+  const auto notes = w.notes(d, d, 0);
   Analysis replay;
   for (const auto& n : notes) replay.on_note(0, n);
   REQUIRE(replay.device_signals != nullptr);

@@ -62,22 +62,27 @@ bool int_pairs(const json& j, size_t max, F&& f) {
 
 }  // namespace
 
-std::vector<json> SignalNoteWriter::notes(const SignalsData& all, const SignalsData& fresh) {
+std::vector<json> SignalNoteWriter::notes(const SignalsData& all, const SignalsData& fresh, uint64_t now_ns,
+                                          bool final) {
   std::vector<json> out;
-  json setup = setup_json(all);
-  if (std::string s = setup.dump(); s != setup_sent_ && s.size() <= kNoteBudget) {
-    setup_sent_ = std::move(s);
-    out.push_back(std::move(setup));
-  }
   std::vector<json> items;
-  for (const auto& [tid, comm] : all.comms)
-    if (auto it = comms_sent_.find(tid); it == comms_sent_.end() || it->second != comm) {
-      auto p = all.tid_pid.find(tid);
-      items.push_back({tid, p != all.tid_pid.end() ? p->second : 0, comm});
-      comms_sent_[tid] = comm;
+  if (final || !setup_checked_ || now_ns - setup_checked_ns_ >= kSetupCheckNs) {
+    setup_checked_ = true;
+    setup_checked_ns_ = now_ns;
+    json setup = setup_json(all);
+    if (std::string s = setup.dump(); s != setup_sent_ && s.size() <= kNoteBudget) {
+      setup_sent_ = std::move(s);
+      out.push_back(std::move(setup));
     }
-  pack("signals_threads", items, out);
-  items.clear();
+    for (const auto& [tid, comm] : all.comms)
+      if (auto it = comms_sent_.find(tid); it == comms_sent_.end() || it->second != comm) {
+        auto p = all.tid_pid.find(tid);
+        items.push_back({tid, p != all.tid_pid.end() ? p->second : 0, comm});
+        comms_sent_[tid] = comm;
+      }
+    pack("signals_threads", items, out);
+    items.clear();
+  }
   for (const auto& s : fresh.nds) {
     const auto& n = s.snap;
     items.push_back({s.pid, s.device, s.nc, s.prev_ns, s.seen_ns, s.delta, n.inference_count, n.completed, n.errors,

@@ -27,10 +27,17 @@ namespace steptrace {
 class SignalNoteWriter {
  public:
   // The notes for `fresh` (the samples taken since the last call) and for
-  // whatever of `all`'s setup changed since then.
-  std::vector<nlohmann::json> notes(const signals::SignalsData& all, const signals::SignalsData& fresh);
+  // whatever of `all`'s setup and thread names changed since then. The setup
+  // (a few kB of JSON on a large host) and the names are compared at most
+  // once a second of `now_ns`, and always when `final` (the recording's last
+  // call): a change waits at most a second, and a drain tick costs nothing.
+  std::vector<nlohmann::json> notes(const signals::SignalsData& all, const signals::SignalsData& fresh,
+                                    uint64_t now_ns, bool final = false);
+  static constexpr uint64_t kSetupCheckNs = 1'000'000'000;
 
  private:
+  bool setup_checked_ = false;
+  uint64_t setup_checked_ns_ = 0;
   std::string setup_sent_;
   std::map<uint32_t, std::string> comms_sent_;
   std::map<int, std::vector<uint64_t>> last_efa_;  // port -> its last written counters

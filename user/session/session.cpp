@@ -361,8 +361,7 @@ Status Session::poll() {
     for (const auto& [tid_cmd, agg] : a.collectors.accel_by_tid_cmd)
       if (const ThreadInfo* t = a.threads.find(tid_cmd.first)) accel.insert(t->pid);
     signals_->tick(monotonic_ns(), pids, accel);
-    if (writer_)  // into the capture by the next drain, beside the records they explain
-      for (const auto& note : signal_notes_.notes(signals_->data(), signals_->take_new())) emit_note(0, note);
+    write_signal_notes(false);
   }
   return Ok{};
 }
@@ -399,6 +398,7 @@ Result<SessionReport> Session::finish() {
   }
   if (auto s = poll(); !s) return s.error();
   note_clock_anchor();  // the last anchor: the recording's wall-clock span is bounded at both ends
+  write_signal_notes(true);
   flush_notes();
   pipe_.flush();
   uint64_t end = monotonic_ns();

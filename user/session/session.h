@@ -99,6 +99,7 @@ class Session {
   void emit_note(uint32_t pid, const nlohmann::json& body);
   // Takes a clock anchor, queues its note and schedules the next (util/clock_anchor.h).
   ClockAnchor note_clock_anchor();
+  void write_signal_notes(bool final);
   void flush_notes();
   void on_record(const void* data, size_t len);
   nlohmann::json capture_meta() const;

@@ -44,6 +44,15 @@ ClockAnchor Session::note_clock_anchor() {
 
 // Notes join the record stream between drains (never from inside the
 // pipeline's observer), so the capture holds them where the analysis saw them.
+// The device sampler's new samples into the capture by the next drain,
+// beside the records they explain; the setup and thread names at most once
+// a second, and whatever changed at the end.
+void Session::write_signal_notes(bool final) {
+  if (!signals_ || !writer_) return;
+  for (const auto& note : signal_notes_.notes(signals_->data(), signals_->take_new(), monotonic_ns(), final))
+    emit_note(0, note);
+}
+
 void Session::flush_notes() {
   auto notes = std::move(pending_notes_);
   pending_notes_.clear();
