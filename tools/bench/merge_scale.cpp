@@ -10,7 +10,11 @@
 // merge: the pairing, the culprit and the network fit.
 //   merge_scale --nodes N [--ranks-per-node 32] [--steps 180] [--marks 20000]
 // Prints one JSON line: build and merge seconds, peak RSS after building and
-// after merging, the culprit named (the planted one, or the run is wrong).
+// after merging, the merge's own peak of live heap (every operator new less
+// every delete, from the merge's start: the RSS difference hides what the
+// merge reuses of the heap the build freed), the culprit named (the planted
+// one, or the run is wrong).
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -18,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <new>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +30,31 @@
 #include "multinode/job_merge.h"
 
 using namespace steptrace;
+
+// The heap this program holds through operator new, and its peak since the
+// last reset (one thread: the merge runs on the caller's).
+namespace {
+size_t g_live = 0, g_peak = 0;
+void* counted_alloc(size_t n) {
+  void* p = std::malloc(n ? n : 1);
+  if (!p) throw std::bad_alloc();
+  g_live += malloc_usable_size(p);
+  g_peak = std::max(g_peak, g_live);
+  return p;
+}
+void counted_free(void* p) noexcept {
+  if (!p) return;
+  g_live -= malloc_usable_size(p);
+  std::free(p);
+}
+}  // namespace
+
+void* operator new(size_t n) { return counted_alloc(n); }
+void* operator new[](size_t n) { return counted_alloc(n); }
+void operator delete(void* p) noexcept { counted_free(p); }
+void operator delete[](void* p) noexcept { counted_free(p); }
+void operator delete(void* p, size_t) noexcept { counted_free(p); }
+void operator delete[](void* p, size_t) noexcept { counted_free(p); }
 
 namespace {
 
@@ -165,9 +195,13 @@ int main(int argc, char** argv) {
   }
   const auto t1 = std::chrono::steady_clock::now();
   const double rss_built = peak_rss_mib();
+  const size_t heap_built = g_live;
+  g_peak = g_live;
   const JobReport job = merge_job(inputs);
   const auto t2 = std::chrono::steady_clock::now();
   const double rss_merged = peak_rss_mib();
+  const double merge_heap_peak_mib = static_cast<double>(g_peak - heap_built) / (1024.0 * 1024.0);
+  const double merge_heap_kept_mib = static_cast<double>(g_live - heap_built) / (1024.0 * 1024.0);
   size_t network_fitted = 0;
   uint64_t worst_bound = 0;
   for (const auto& h : job.hosts)
@@ -185,6 +219,9 @@ int main(int argc, char** argv) {
                       {"rss_start_mib", rss0},
                       {"rss_built_mib", rss_built},
                       {"rss_merged_mib", rss_merged},
+                      {"heap_built_mib", static_cast<double>(heap_built) / (1024.0 * 1024.0)},
+                      {"merge_heap_peak_mib", merge_heap_peak_mib},
+                      {"merge_heap_kept_mib", merge_heap_kept_mib},
                       {"paired_steps", job.job_steps},
                       {"network_fitted_hosts", network_fitted},
                       {"worst_network_bound_ns", worst_bound},
