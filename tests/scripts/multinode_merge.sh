@@ -12,22 +12,44 @@
 # clock's error from the TCP bytes the two nodes exchanged, within its
 # stated bound (far below a millisecond), and name the same rank. Without stream positions
 # (an older capture) it keeps the anchors and says why.
+# With VETH_MBIT=N each node's ranks run in their own network namespace
+# (trainsim --node-netns), the two joined by a veth pair whose both ends
+# are rate-limited to N Mbit/s by tc's tbf: the ring's hops between nodes
+# cross that link, and the clock fit uses the bytes that crossed it.
 # Needs root (it records).
-#   multinode_merge.sh STEPTRACE_BIN TRAINSIM_BIN CAPSHIFT_BIN
+#   [VETH_MBIT=N] multinode_merge.sh STEPTRACE_BIN TRAINSIM_BIN CAPSHIFT_BIN
 set -euo pipefail
 bin=$1 sim=$2 capshift=$3
 t=$(mktemp -d /tmp/st-multinode.XXXXXX)
 simpid=
+ns=()
 cleanup() {
   [ -n "$simpid" ] && kill "$simpid" 2>/dev/null && wait "$simpid" 2>/dev/null
+  for n in "${ns[@]}"; do ip netns del "$n" 2>/dev/null || true; done
   rm -rf "$t"
 }
 trap cleanup EXIT
+node_flags=()
+if [ -n "${VETH_MBIT:-}" ]; then
+  # Names unique to this run; the addresses live only inside the namespaces.
+  ns=("stnode0-$$" "stnode1-$$")
+  ip netns add "${ns[0]}"
+  ip netns add "${ns[1]}"
+  ip link add "stv0-$$" type veth peer name "stv1-$$"
+  for i in 0 1; do
+    ip link set "stv$i-$$" netns "${ns[$i]}"
+    ip -n "${ns[$i]}" addr add "10.213.0.$((i + 1))/24" dev "stv$i-$$"
+    ip -n "${ns[$i]}" link set lo up
+    ip -n "${ns[$i]}" link set "stv$i-$$" up
+    ip netns exec "${ns[$i]}" tc qdisc add dev "stv$i-$$" root tbf rate "${VETH_MBIT}mbit" burst 256kb latency 100ms
+  done
+  node_flags=(--node-netns "${ns[0]},${ns[1]}" --node-addrs 10.213.0.1,10.213.0.2)
+fi
 py=/usr/bin/python3
 schema=$(cd "$(dirname "$0")/../.." && pwd)/docs/schema/steptrace-job.schema.json
 mkdir -p "$t/dev"
 
-"$sim" --scenario straggler --ranks 4 --nnodes 2 --duration 30 --dev-dir "$t/dev" \
+"$sim" --scenario straggler --ranks 4 --nnodes 2 --duration 30 --dev-dir "$t/dev" "${node_flags[@]}" \
   --truth "$t/truth.json" > "$t/sim.log" 2>&1 &
 simpid=$!
 
@@ -38,6 +60,12 @@ echo "ranks: ${pids[*]}"
 record_two_nodes "$bin" "$t" 15 || exit 1
 wait "$simpid" || true
 simpid=
+if [ -n "${VETH_MBIT:-}" ]; then
+  # The ring's bytes between the nodes really crossed the veth pair.
+  crossed=$(ip -n "${ns[0]}" -s -j link show "stv0-$$" | $py -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["tx"]["bytes"])')
+  echo "node 0 sent $crossed bytes over the veth link (tbf ${VETH_MBIT} Mbit/s)"
+  [ "$crossed" -gt 10000000 ] || { echo "the ring did not cross the veth link"; exit 1; }
+fi
 
 "$bin" report "$t/node0.cap" "$t/node1.cap" --json "$t/job.json" --perfetto "$t/job-trace.json" | tee "$t/job.txt"
 "$bin" report "$t/node0.cap" --json "$t/node0.json" > "$t/node0.txt"

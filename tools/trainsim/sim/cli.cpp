@@ -141,6 +141,11 @@ CliOutcome parse_cli(const std::vector<std::string> &args)
 	app.add_flag("--list-scenarios", list, "print the scenario names and exit")->group("Job");
 	TS_KNOB("-r,--ranks", ranks, "ranks (processes), like torchrun --nproc-per-node")->group("Job");
 	TS_KNOB("--nnodes", nnodes, "simulated nodes (torchrun --nnodes): ranks / nnodes on each")->group("Job");
+	TS_KNOB("--node-netns", node_netns,
+		"NS0,NS1,...: each node's ranks run in this network namespace (/run/netns/NAME; needs root)")
+		->group("Job");
+	TS_KNOB("--node-addrs", node_addrs, "A0,A1,...: each node's IPv4 address in its namespace (with --node-netns)")
+		->group("Job");
 	CLI::Option *steps_opt = TS_KNOB("-s,--steps", steps, "training steps per rank (a cap when --duration is set)")->group("Job");
 	TS_KNOB("-d,--duration", duration_s, "stop after this many seconds (0: run --steps)")->group("Job");
 

@@ -27,7 +27,7 @@ std::string sys_err(const char *what)
 }
 } // namespace
 
-int make_listener(uint16_t *port, std::string *err)
+int make_listener(uint32_t addr, uint16_t *port, std::string *err)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
@@ -36,11 +36,11 @@ int make_listener(uint16_t *port, std::string *err)
 	}
 	sockaddr_in a{};
 	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_addr.s_addr = addr;
 	socklen_t len = sizeof(a);
 	if (bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) != 0 || listen(fd, 16) != 0 ||
 	    getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) != 0) {
-		*err = sys_err("bind/listen on loopback");
+		*err = sys_err("bind/listen for the host collective");
 		::close(fd);
 		return -1;
 	}
@@ -62,8 +62,8 @@ void HostCollective::close()
 	next_fd_ = prev_fd_ = -1;
 }
 
-bool HostCollective::connect(int rank, int world, int listen_fd, uint16_t next_port, uint64_t pacing,
-			     std::string *err)
+bool HostCollective::connect(int rank, int world, int listen_fd, uint32_t next_addr, uint16_t next_port,
+			     uint64_t pacing, std::string *err)
 {
 	rank_ = rank;
 	world_ = world;
@@ -76,7 +76,7 @@ bool HostCollective::connect(int rank, int world, int listen_fd, uint16_t next_p
 	}
 	sockaddr_in a{};
 	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_addr.s_addr = next_addr;
 	a.sin_port = htons(next_port);
 	// The peer's listener exists before any rank starts, so connect lands in
 	// its backlog even if the peer has not reached accept() yet.

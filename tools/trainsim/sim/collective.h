@@ -13,9 +13,10 @@
 
 namespace trainsim {
 
-// Creates a listening loopback socket on an ephemeral port. The launcher
-// makes one per rank before forking so every rank knows every port.
-int make_listener(uint16_t *port, std::string *err);
+// Creates a listening socket on an ephemeral port of `addr` (IPv4, network
+// order: loopback, or the rank's node address in its namespace). The
+// launcher makes one per rank before forking so every rank knows every port.
+int make_listener(uint32_t addr, uint16_t *port, std::string *err);
 
 class HostCollective {
 public:
@@ -26,8 +27,8 @@ public:
 
 	// Joins the ring: accepts the previous rank on `listen_fd` and connects
 	// to the next rank's port. pacing_bytes_per_s 0 means unpaced.
-	bool connect(int rank, int world, int listen_fd, uint16_t next_port, uint64_t pacing_bytes_per_s,
-		     std::string *err);
+	bool connect(int rank, int world, int listen_fd, uint32_t next_addr, uint16_t next_port,
+		     uint64_t pacing_bytes_per_s, std::string *err);
 	// Ring all-reduce (sum) in place: reduce-scatter then all-gather.
 	bool allreduce(float *data, size_t count, std::string *err);
 	uint64_t bytes_sent() const { return bytes_sent_; }

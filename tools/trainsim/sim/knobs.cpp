@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/node_net.h"
+
 namespace trainsim {
 
 const std::vector<std::string> &scenario_names()
@@ -398,6 +400,8 @@ std::string validate(const Knobs &k)
 	else if (k.nnodes < 1 || k.ranks % k.nnodes != 0)
 		e << "--nnodes must be >= 1 and divide --ranks evenly (got " << k.nnodes << " nodes for " << k.ranks
 		  << " ranks)";
+	else if (std::string why = node_netns_problem(k); !why.empty())
+		e << why;
 	else if (k.steps < 1)
 		e << "--steps must be >= 1 (got " << k.steps << ")";
 	else if (k.duration_s < 0)
@@ -446,6 +450,8 @@ std::string knobs_to_json(const Knobs &k)
 		{"scenario", k.scenario},
 		{"ranks", k.ranks},
 		{"nnodes", k.nnodes},
+		{"node_netns", k.node_netns},
+		{"node_addrs", k.node_addrs},
 		{"steps", k.steps},
 		{"duration_s", k.duration_s},
 		{"loader_workers", k.loader_workers},

@@ -54,6 +54,13 @@ struct Knobs {
 	// Simulated nodes (labels only: rank r is on node r / (ranks / nnodes),
 	// which its launcher variables say; see sim/rank_env.h).
 	int nnodes = 1;
+	// Nodes in their own network namespaces (names under /run/netns, one
+	// per node, comma-separated) with node n's ranks listening on the n-th
+	// of node_addrs (IPv4): the host collective between nodes then crosses
+	// whatever links those namespaces (veth + tc in tests/scripts). Empty:
+	// every rank on this host's loopback.
+	std::string node_netns;
+	std::string node_addrs;
 	int steps = 20;
 	double duration_s = 0; // >0: stop after this long (steps becomes a cap)
 

@@ -25,6 +25,7 @@
 #include "sim/clock.h"
 #include "sim/collective.h"
 #include "sim/dataset.h"
+#include "sim/node_net.h"
 #include "sim/processes.h"
 #include "sim/rank.h"
 #include "sim/rank_env.h"
@@ -355,11 +356,20 @@ bool start_ranks(Job &j)
 	const Knobs &k = j.k;
 	std::string err;
 	std::vector<uint16_t> ports(static_cast<size_t>(k.ranks), 0);
+	NodeNet net;
+	if (!net.open(k, &err)) {
+		fprintf(stderr, "trainsim: %s\n", err.c_str());
+		return false;
+	}
 	if (k.host_cc_bytes > 0 && k.ranks > 1)
 		for (int r = 0; r < k.ranks; r++) {
-			int fd = make_listener(&ports[r], &err);
-			if (fd < 0) {
+			// Inside the rank's node namespace: the socket stays there.
+			const int node = node_of(r, k.ranks, k.nnodes);
+			int fd = net.enter(node, &err) ? make_listener(net.addr(node), &ports[r], &err) : -1;
+			if (!net.home(&err) || fd < 0) {
 				fprintf(stderr, "trainsim: %s\n", err.c_str());
+				if (fd >= 0)
+					close(fd);
 				return false;
 			}
 			j.listeners.push_back(fd);
@@ -382,6 +392,7 @@ bool start_ranks(Job &j)
 		if (!j.listeners.empty()) {
 			ctx.listen_fd = j.listeners[r];
 			ctx.next_port = ports[(r + 1) % k.ranks];
+			ctx.next_addr = net.addr(node_of((r + 1) % k.ranks, k.ranks, k.nnodes));
 		}
 		ctx.stop_step = stop_step;
 		ctx.deadline_ns = deadline;
@@ -395,6 +406,13 @@ bool start_ranks(Job &j)
 			for (size_t i = 0; i < j.listeners.size(); i++)
 				if (static_cast<int>(i) != r)
 					close(j.listeners[i]);
+			// The rank lives in its node's namespace: its connect leaves
+			// from there, over the link to the next rank's node.
+			if (!net.enter(node_of(r, k.ranks, k.nnodes), &err)) {
+				fprintf(stderr, "trainsim: rank %d: %s\n", r, err.c_str());
+				_exit(1);
+			}
+			net.close_all();
 			_exit(run_rank(ctx));
 		}
 		if (pid < 0) {

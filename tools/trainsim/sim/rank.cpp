@@ -241,7 +241,7 @@ void start_runtime(Job &j)
 	j.host_cc = k.host_cc_bytes >= sizeof(float) && k.ranks > 1;
 	j.coll.set_timeout_ms(static_cast<int>(peer_wait_timeout_ms(k)));
 	if (j.host_cc)
-		fail_if(!j.coll.connect(ctx.rank, k.ranks, ctx.listen_fd, ctx.next_port, mbit_to_pacing_bytes(k.net_mbit),
+		fail_if(!j.coll.connect(ctx.rank, k.ranks, ctx.listen_fd, ctx.next_addr, ctx.next_port, mbit_to_pacing_bytes(k.net_mbit),
 					&err),
 			err);
 	j.grads.resize(j.host_cc ? k.host_cc_bytes / sizeof(float) : 0);

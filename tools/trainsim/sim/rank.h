@@ -27,6 +27,7 @@ struct RankContext {
 	std::string data_dir;
 	int listen_fd = -1;      // this rank's host-collective listener
 	uint16_t next_port = 0;  // the next rank's listener
+	uint32_t next_addr = 0;  // ... and its address (IPv4, network order)
 	// --duration: rank 0 publishes the first step nobody should start, in
 	// memory shared by all ranks (see rank.cpp for why it is 2 steps ahead).
 	std::atomic<int64_t> *stop_step = nullptr;

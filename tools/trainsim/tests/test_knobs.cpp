@@ -125,3 +125,23 @@ TEST_CASE("the program bytes carry the knobs the device needs", "[unit][knobs]")
 	CHECK(n.cc_ranks == static_cast<uint32_t>(k.ranks));
 	CHECK(n.input_queues == static_cast<uint32_t>(k.input_queues));
 }
+
+TEST_CASE("knobs: --node-netns and --node-addrs name one namespace and one IPv4 address per node", "[unit][knobs]")
+{
+	Knobs k;
+	k.ranks = 4;
+	k.nnodes = 2;
+	CHECK(validate(k).empty()); // neither: every rank on loopback
+	k.node_netns = "n0,n1";
+	k.node_addrs = "10.0.0.1,10.0.0.2";
+	CHECK(validate(k).empty());
+	k.node_addrs = "10.0.0.1";
+	CHECK(validate(k).find("one entry per node (2), got 2 and 1") != std::string::npos);
+	k.node_addrs = "10.0.0.1,not-an-address";
+	CHECK(validate(k).find("'not-an-address' is not an IPv4 address") != std::string::npos);
+	k.node_addrs = "10.0.0.1,10.0.0.2";
+	k.node_netns = "n0,../etc";
+	CHECK(validate(k).find("'../etc' is not a namespace name") != std::string::npos);
+	k.node_netns = "";
+	CHECK_FALSE(validate(k).empty()); // addresses without namespaces
+}

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <catch2/catch.hpp>
 
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <thread>
@@ -67,7 +68,7 @@ int64_t ring_allreduce(int world, size_t floats, uint64_t pacing)
 	std::vector<uint16_t> ports(world);
 	std::string err;
 	for (int r = 0; r < world; r++) {
-		fds[r] = make_listener(&ports[r], &err);
+		fds[r] = make_listener(htonl(INADDR_LOOPBACK), &ports[r], &err);
 		REQUIRE(fds[r] >= 0);
 	}
 	std::vector<std::vector<float>> data(world, std::vector<float>(floats));
@@ -80,7 +81,7 @@ int64_t ring_allreduce(int world, size_t floats, uint64_t pacing)
 			HostCollective c;
 			for (size_t i = 0; i < floats; i++)
 				data[r][i] = static_cast<float>(r + 1) + static_cast<float>(i % 3);
-			ok[r] = c.connect(r, world, fds[r], ports[(r + 1) % world], pacing, &errs[r]) &&
+			ok[r] = c.connect(r, world, fds[r], htonl(INADDR_LOOPBACK), ports[(r + 1) % world], pacing, &errs[r]) &&
 				c.allreduce(data[r].data(), floats, &errs[r]);
 		});
 	for (auto &t : th)
