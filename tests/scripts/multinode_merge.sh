@@ -22,29 +22,16 @@ set -euo pipefail
 bin=$1 sim=$2 capshift=$3
 t=$(mktemp -d /tmp/st-multinode.XXXXXX)
 simpid=
-ns=()
+veth_ns=()
+. "$(dirname "$0")/trainsim_ranks.sh"
 cleanup() {
   [ -n "$simpid" ] && kill "$simpid" 2>/dev/null && wait "$simpid" 2>/dev/null
-  for n in "${ns[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+  remove_veth_nodes
   rm -rf "$t"
 }
 trap cleanup EXIT
 node_flags=()
-if [ -n "${VETH_MBIT:-}" ]; then
-  # Names unique to this run; the addresses live only inside the namespaces.
-  ns=("stnode0-$$" "stnode1-$$")
-  ip netns add "${ns[0]}"
-  ip netns add "${ns[1]}"
-  ip link add "stv0-$$" type veth peer name "stv1-$$"
-  for i in 0 1; do
-    ip link set "stv$i-$$" netns "${ns[$i]}"
-    ip -n "${ns[$i]}" addr add "10.213.0.$((i + 1))/24" dev "stv$i-$$"
-    ip -n "${ns[$i]}" link set lo up
-    ip -n "${ns[$i]}" link set "stv$i-$$" up
-    ip netns exec "${ns[$i]}" tc qdisc add dev "stv$i-$$" root tbf rate "${VETH_MBIT}mbit" burst 256kb latency 100ms
-  done
-  node_flags=(--node-netns "${ns[0]},${ns[1]}" --node-addrs 10.213.0.1,10.213.0.2)
-fi
+[ -z "${VETH_MBIT:-}" ] || make_veth_nodes "$VETH_MBIT"
 py=/usr/bin/python3
 schema=$(cd "$(dirname "$0")/../.." && pwd)/docs/schema/steptrace-job.schema.json
 mkdir -p "$t/dev"
@@ -53,7 +40,6 @@ mkdir -p "$t/dev"
   --truth "$t/truth.json" > "$t/sim.log" 2>&1 &
 simpid=$!
 
-. "$(dirname "$0")/trainsim_ranks.sh"
 wait_trainsim_ranks "$simpid" 4 || true
 [ "${#pids[@]}" = 4 ] || { echo "expected 4 ranks of launcher $simpid, found ${#pids[@]}"; cat "$t/sim.log"; exit 1; }
 echo "ranks: ${pids[*]}"
@@ -62,7 +48,7 @@ wait "$simpid" || true
 simpid=
 if [ -n "${VETH_MBIT:-}" ]; then
   # The ring's bytes between the nodes really crossed the veth pair.
-  crossed=$(ip -n "${ns[0]}" -s -j link show "stv0-$$" | $py -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["tx"]["bytes"])')
+  crossed=$(veth_tx_bytes)
   echo "node 0 sent $crossed bytes over the veth link (tbf ${VETH_MBIT} Mbit/s)"
   [ "$crossed" -gt 10000000 ] || { echo "the ring did not cross the veth link"; exit 1; }
 fi

@@ -39,3 +39,37 @@ record_two_nodes() {  # STEPTRACE_BIN DIR SECONDS [FLAGS...]
   wait $r1 || rc=$?
   [ $rc = 0 ] || { echo "a recorder failed ($rc)"; cat "$dir/rec0.log" "$dir/rec1.log"; return 1; }
 }
+
+# Two simulated nodes joined by a real link: network namespaces
+# stnode{0,1}-PID joined by a veth pair whose both ends tc's tbf limits to
+# MBIT Mbit/s, for trainsim --node-netns. Sets `veth_ns` (for
+# remove_veth_nodes, which a caller's EXIT trap runs) and `node_flags`
+# (trainsim's flags). A failed step fails the caller (set -e).
+make_veth_nodes() {  # MBIT
+  local i
+  veth_ns=("stnode0-$$" "stnode1-$$")
+  ip netns add "${veth_ns[0]}"
+  ip netns add "${veth_ns[1]}"
+  ip link add "stv0-$$" type veth peer name "stv1-$$"
+  for i in 0 1; do
+    ip link set "stv$i-$$" netns "${veth_ns[$i]}"
+    ip -n "${veth_ns[$i]}" addr add "10.213.0.$((i + 1))/24" dev "stv$i-$$"
+    ip -n "${veth_ns[$i]}" link set lo up
+    ip -n "${veth_ns[$i]}" link set "stv$i-$$" up
+    ip netns exec "${veth_ns[$i]}" tc qdisc add dev "stv$i-$$" root tbf rate "${1}mbit" burst 256kb latency 100ms
+  done
+  node_flags=(--node-netns "${veth_ns[0]},${veth_ns[1]}" --node-addrs 10.213.0.1,10.213.0.2)
+}
+
+remove_veth_nodes() {
+  local n
+  for n in "${veth_ns[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+  [ "${#veth_ns[@]}" = 0 ] || ip link del "stv0-$$" 2>/dev/null || true  # if never moved into its namespace
+  veth_ns=()
+}
+
+# Bytes node 0 sent over the veth link.
+veth_tx_bytes() {
+  ip -n "${veth_ns[0]}" -s -j link show "stv0-$$" |
+    /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["stats64"]["tx"]["bytes"])'
+}

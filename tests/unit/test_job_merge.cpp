@@ -115,6 +115,35 @@ TEST_CASE("job merge: the rank that arrives last on another host is named, with 
   CHECK(j["hosts"][0]["clock"]["method"] == "wall_clock_anchors");
 }
 
+TEST_CASE("job merge: a rank late only because its step started late (the ring's last hop) is no culprit",
+          "[multinode]") {
+  const int64_t wall0 = 1'800'000'000'000'000'000;
+  // Every rank: 30 ms on the device, 6 ms of data loading, then the
+  // collective, which ends at the same time for all. Rank 2's steps start
+  // 10 ms late (its previous collective ended last: it took the ring's last
+  // hop over a saturated link) and it arrives 10 ms late after the same
+  // 36 ms of work; the others wait 10 ms longer in the collective than it.
+  const auto a = make_host("boot-a", 1000'000 * kMs, wall0, 0, {{0, 0, 0}, {1, 0, 0}}, 10 * kMs, 40, 100);
+  auto b = make_host("boot-b", 997'500 * kMs, wall0, 0, {{2, 1, 0}, {3, 1, 0}}, 10 * kMs, 40, 100);
+  for (auto& st : b.job.ranks[0].steps) {
+    st.start_ns += 10 * kMs;
+    st.ns[kColl] -= 10 * kMs;
+    st.arrival_ns += 10 * kMs;
+  }
+  const JobReport inherited = merge_job({{"a.cap", &a}, {"b.cap", &b}});
+  INFO(inherited.headline);
+  CHECK(inherited.job_steps >= 30);
+  CHECK_FALSE(inherited.culprit.found);
+  CHECK(inherited.ranks[2].last_steps == 0);
+  // The same lateness from 10 ms more of its own data loading (its steps
+  // start on time): it holds the others back.
+  auto c = make_host("boot-b", 997'500 * kMs, wall0, 0, {{2, 1, 10 * kMs}, {3, 1, 0}}, 10 * kMs, 40, 100);
+  const JobReport own = merge_job({{"a.cap", &a}, {"b.cap", &c}});
+  REQUIRE(own.culprit.found);
+  CHECK(own.ranks[own.culprit.rank].global_rank == 2);
+  CHECK(own.culprit.cause == Category::data_loading);
+}
+
 TEST_CASE("job merge: hosts are paired by their wall clocks, not by raw monotonic times", "[multinode]") {
   // Node 1's monotonic clock is 25 ms (half a step) off node 0's for the
   // same wall time, and its wall clock runs 40 ppm fast against it: the

@@ -162,7 +162,12 @@ struct RowRule {
 // Who arrived last in one job step, and whether it held the others back:
 // the first to arrive waits about the lateness longer in the collective than
 // the last (where both wait alike the skew is where the steps were cut, not
-// a straggler's). Returns the index of the rank that held them back, or -1.
+// a straggler's), and the last took longer than the first from its step's
+// start to its arrival by at least half the lateness. A rank that started
+// late because its previous collective ended late (a ring's last hop over a
+// saturated link) and then did the same work as the others inherited its
+// lateness: the collective's own phase, not a straggler's. Returns the index
+// of the rank that held them back, or -1.
 long judge_row(JobReport& job, const std::vector<const StepResult*>& row, const RowRule& rule, uint64_t* late_out) {
   bool have_arrival = true;
   for (const auto* st : row) have_arrival = have_arrival && st->arrival_ns != 0;
@@ -186,6 +191,9 @@ long judge_row(JobReport& job, const std::vector<const StepResult*>& row, const 
   const uint64_t c_first = row[fi]->ns[kColl], c_last = row[li]->ns[kColl];
   const bool held_back = c_first > c_last && (c_first - c_last) * 2 >= late;
   if (!held_back || late <= rule.late_tolerance_ns) return -1;
+  auto start_of = [&](size_t i) { return job.hosts[job.ranks[i].host].clock.to_job_ns(row[i]->start_ns); };
+  const int64_t own_first = first - start_of(fi), own_last = last - start_of(li);
+  if ((own_last - own_first) * 2 < static_cast<int64_t>(late)) return -1;
   *late_out = late;
   return static_cast<long>(li);
 }
