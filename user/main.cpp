@@ -23,8 +23,9 @@
 #include "session/top_command.h"
 #include "loader/preflight.h"
 #include "export/summary.h"
-#include "multinode/job_merge.h"
+#include "multinode/job_cut.h"
 #include "multinode/job_html.h"
+#include "multinode/job_merge.h"
 #include "multinode/job_perfetto.h"
 #include "multinode/job_view.h"
 #include "pipeline/replay.h"
@@ -129,17 +130,18 @@ Result<TimeCut> steps_cut(const Options& o, const WindowPolicy& w) {
   return c;
 }
 
-// report A B ...: each capture analysed alone, then one job across them.
-int cmd_job_report(const Options& o, const WindowPolicy& windows) {
-  std::vector<std::string> paths{o.capture_path};
-  paths.insert(paths.end(), o.more_captures.begin(), o.more_captures.end());
-  std::deque<SessionReport> reports;
-  std::vector<JobInput> inputs;
-  for (const auto& path : paths) {
-    auto r = replay_capture(path, windows, {}, ReplayKeeps{.stream_marks = true});
+// Every capture of a job replayed (within `cuts`, one per capture, when
+// given); false when one cannot be read (said).
+bool replay_job(const Options& o, const WindowPolicy& windows, const std::vector<std::string>& paths,
+                const std::vector<TimeCut>& cuts, std::deque<SessionReport>& reports, std::vector<JobInput>& inputs) {
+  reports.clear();
+  inputs.clear();
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::string& path = paths[i];
+    auto r = replay_capture(path, windows, cuts.empty() ? TimeCut{} : cuts[i], ReplayKeeps{.stream_marks = true});
     if (!r) {
       log::error("{}: {}", path, r.error().message);
-      return 1;
+      return false;
     }
     reports.push_back(std::move(*r));
     // The merge reads steps, identities, clocks and stream marks: unless a
@@ -151,7 +153,30 @@ int cmd_job_report(const Options& o, const WindowPolicy& windows) {
     }
     inputs.push_back({path, &reports.back()});
   }
-  const JobReport job = merge_job(inputs);
+  return true;
+}
+
+// report A B ...: each capture analysed alone, then one job across them.
+// With --time or --steps, a first merge of the whole captures aligns the
+// hosts, and each is replayed again within the job's span (multinode/job_cut.h).
+int cmd_job_report(const Options& o, const WindowPolicy& windows) {
+  std::vector<std::string> paths{o.capture_path};
+  paths.insert(paths.end(), o.more_captures.begin(), o.more_captures.end());
+  std::deque<SessionReport> reports;
+  std::vector<JobInput> inputs;
+  if (!replay_job(o, windows, paths, {}, reports, inputs)) return 1;
+  JobReport job = merge_job(inputs);
+  if (o.cut_from_s >= 0 || o.cut_first_step >= 0) {
+    std::vector<uint64_t> first;
+    for (const auto& r : reports) first.push_back(r.window_start_ns);
+    auto cuts = job_cuts(job, first, {o.cut_from_s, o.cut_to_s, o.cut_first_step, o.cut_last_step});
+    if (!cuts) {
+      log::error("{}", cuts.error().message);
+      return 1;
+    }
+    if (!replay_job(o, windows, paths, *cuts, reports, inputs)) return 1;
+    job = merge_job(inputs);
+  }
   if (!o.perfetto_path.empty()) {
     if (auto st = write_output_file(o.perfetto_path, json_text(job_perfetto_trace(job, inputs)) + "\n",
                                     output_file_options(o));

@@ -196,4 +196,16 @@ assert not job["alignment"]["network_aligned"], job["alignment"]
 assert job["alignment"]["bound_ns"] == job["alignment"]["reading_bound_ns"], job["alignment"]
 assert job["culprit"] is not None and job["culprit"]["rank"] == 3, job["culprit"]
 PY
+echo "== steps 40-79 of rank 0, from node 0 and the moved node 1: one span of the job clock"
+"$bin" report "$t/node0.cap" "$t/node1-shifted.cap" --steps 40-79 --json "$t/job-cut.json" | grep "^Verdict"
+$py - "$t/job-shifted.json" "$t/job-cut.json" <<'PY'
+import json, sys
+whole, cut = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+# Every rank's steps in the span on both hosts: about 40 paired (less the
+# cut replay's own warm-up step and a step the span's edges split).
+print(f"paired steps: {cut['paired_steps']} in steps 40-79 of rank 0, {whole['paired_steps']} in the whole recording")
+assert 34 <= cut["paired_steps"] <= 41, cut["paired_steps"]
+assert cut["culprit"] is not None and (cut["culprit"]["rank"], cut["culprit"]["node"]) == (3, 1), cut["culprit"]
+assert cut["hosts"][1]["clock"]["method"] == "network", cut["hosts"][1]["clock"]
+PY
 echo "multinode merge: OK"

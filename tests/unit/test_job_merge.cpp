@@ -4,6 +4,7 @@
 // named with its cause - on reports built here, whose truth is known.
 #include <catch2/catch.hpp>
 
+#include "multinode/job_cut.h"
 #include "multinode/job_html.h"
 #include "multinode/job_merge.h"
 #include "multinode/job_view.h"
@@ -286,4 +287,44 @@ TEST_CASE("job merge: the HTML page puts every rank's steps on the job clock, an
   CHECK(data["ranks"][0]["culprit"] == false);
   CHECK(data["span_ms"].get<double>() == Approx(2000.0).margin(0.01));
   CHECK(html.find("rank 3 on node 1") != std::string::npos);
+}
+
+TEST_CASE("job cut: --steps and --time are one span of the job clock, cut from each host in its own time",
+          "[multinode]") {
+  const int64_t wall0 = 1'800'000'000'000'000'000;
+  // Node 1's monotonic clock reads 2.5 s less at the same instant, and runs
+  // 40 ppm fast against its wall clock.
+  const auto a = make_host("boot-a", 1000'000 * kMs, wall0, 0, {{0, 0, 0}, {1, 0, 0}}, 14 * kMs, 40, 100);
+  const auto b = make_host("boot-b", 997'500 * kMs, wall0, 40, {{2, 1, 0}, {3, 1, 14 * kMs}}, 14 * kMs, 40, 100);
+  const JobReport job = merge_job({{"a.cap", &a}, {"b.cap", &b}});
+  REQUIRE(job.hosts.size() == 2);
+  // The inverse of each host's mapping, to the nanosecond.
+  for (const auto& h : job.hosts)
+    for (uint64_t m : {997'000 * kMs, 1000'000 * kMs + 123, 1001'999 * kMs + 7}) CHECK(host_time_of(h.clock, h.clock.to_job_ns(m)) == m);
+
+  // Steps 10-20 of rank 0 (node 0): 50 ms steps from node 0's 1000 s.
+  auto cuts = job_cuts(job, {1000'000 * kMs, 997'500 * kMs}, {-1, -1, 10, 20});
+  REQUIRE(cuts);
+  REQUIRE(cuts->size() == 2);
+  CHECK((*cuts)[0].absolute);
+  CHECK((*cuts)[0].from_ns == 1000'000 * kMs + 500 * kMs);
+  CHECK((*cuts)[0].to_ns == 1000'000 * kMs + 1050 * kMs);
+  // The same instants on node 1's clock: 2.5 s earlier, less its drift over
+  // the half second since its anchor (40 ppm of 0.5 s = 20 us).
+  const auto near = [](uint64_t x, uint64_t y) { return (x > y ? x - y : y - x) <= 1000; };
+  CHECK(near((*cuts)[1].from_ns, 997'500 * kMs + 500 * kMs - 20'000));
+  CHECK(near((*cuts)[1].to_ns, 997'500 * kMs + 1050 * kMs - 42'000));
+
+  // --time 0.25-0.75: after the earlier of the two recording starts (node
+  // 1's, started 100 ms before node 0's on the job clock: 100.004 ms by its
+  // clock running 40 ppm fast).
+  cuts = job_cuts(job, {1000'000 * kMs, 997'400 * kMs}, {0.25, 0.75, -1, -1});
+  REQUIRE(cuts);
+  CHECK(near((*cuts)[0].from_ns, 1000'000 * kMs + 150 * kMs - 4'000));
+  CHECK(near((*cuts)[0].to_ns, 1000'000 * kMs + 650 * kMs - 4'000));
+
+  // A step rank 0 does not have is an error that says so.
+  auto bad = job_cuts(job, {1000'000 * kMs, 997'500 * kMs}, {-1, -1, 10, 4000});
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message.find("--steps 10-4000: rank 0 does not have both steps") != std::string::npos);
 }

@@ -295,8 +295,6 @@ Status finish_options(Options& o, const Parsed& p, const std::string& pid_csv, c
   } else if (p.report->parsed()) {
     o.command = CommandKind::report;
     if (o.cut_from_s >= 0 && o.cut_first_step >= 0) return make_error("report: give --time or --steps, not both");
-    if (!o.more_captures.empty() && (o.cut_from_s >= 0 || o.cut_first_step >= 0))
-      return make_error("report: --time and --steps cut one capture; give one file");
     if (!o.more_captures.empty() && !o.folded_path.empty())
       return make_error("report: several captures make a job report (terminal, --json, --perfetto and --html); "
                         "--folded takes one capture");
@@ -342,7 +340,7 @@ CLI::App* add_report_command(CLI::App& app, Options& o) {
         o.cut_to_s = r->second;
       },
       "Analyse only FROM-TO seconds after the capture's first record (a part of a long capture, for a small "
-      "Perfetto trace)")
+      "Perfetto trace); with several captures, after the job's earliest recording start on the job clock")
       ->type_name("FROM-TO");
   report->add_option_function<std::string>(
       "--steps",
@@ -352,7 +350,8 @@ CLI::App* add_report_command(CLI::App& app, Options& o) {
         o.cut_first_step = r->first;
         o.cut_last_step = r->second;
       },
-      "Analyse only the time of steps A to B (from the first rank to start step A to the last to end step B)")
+      "Analyse only the time of steps A to B (from the first rank to start step A to the last to end step B); "
+      "with several captures, steps A to B of the job's lowest rank, on the job clock")
       ->type_name("A-B");
   add_output_flags(report, o);
   add_window_flags(report, o);
