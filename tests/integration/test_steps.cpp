@@ -39,7 +39,6 @@ TEST_CASE("steps: the step marker cuts exact steps, time splits into on-CPU and 
     if (st.index == 0) continue;
     double dur = static_cast<double>(st.duration()) / 1e6;
     CHECK(dur > 29.0);
-    CHECK(dur < 60.0);
     // 20 ms asleep shows as other (no known waker); the 10 ms spin (wall
     // clock, whole ms) as host overhead while on a CPU and as contention
     // while preempted. The wake-up from the sleep waits for a CPU too: on a
@@ -55,6 +54,10 @@ TEST_CASE("steps: the step marker cuts exact steps, time splits into on-CPU and 
     CHECK(host >= 2.0);
     CHECK(cpu >= 9.5);
     CHECK(cpu <= dur - other + 0.5);
+    // A step is 30 ms of work; what a busy machine adds (CI saw a 123 ms
+    // step while builds ran beside it) is time waiting for a CPU, and says so.
+    double contention = cpu - host;
+    CHECK(dur - contention < 45.0);
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "decode/event.h"
 #include "timeline/thread_table.h"
+#include "util/huge_block_allocator.h"
 
 namespace steptrace {
 
@@ -65,13 +66,18 @@ struct BlockIo {
   bool write = false;
 };
 
+// A thread's history: an entry or two per record of a busy thread, so tens
+// of MiB each in a long window (see HugeBlockAllocator).
+template <typename T>
+using TimelineVector = std::vector<T, HugeBlockAllocator<T>>;
+
 struct ThreadTimeline {
   uint32_t pid = 0, tid = 0;
-  std::vector<StateSeg> segs;     // contiguous, in time order
-  std::vector<Span> spans;        // in end-time order
-  std::vector<BlockIo> block;     // requests this thread caused
-  std::vector<uint64_t> markers;  // steptrace_step() calls
-  std::vector<HostSteal> steals;  // in end-time order
+  TimelineVector<StateSeg> segs;     // contiguous, in time order
+  TimelineVector<Span> spans;        // in end-time order
+  TimelineVector<BlockIo> block;     // requests this thread caused
+  std::vector<uint64_t> markers;     // steptrace_step() calls (one a step)
+  TimelineVector<HostSteal> steals;  // in end-time order
   // open state
   ThreadState cur = ThreadState::unknown;
   uint64_t cur_since = 0;
