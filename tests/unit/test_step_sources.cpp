@@ -5,10 +5,12 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <map>
 
 #include "attribution/job_analysis.h"
 #include "decode/neuron_cmd.h"
+#include "decode/syscalls.h"
 #include "steps/anchors.h"
 #include "steps/rank_steps.h"
 #include "steps/step_builder.h"
@@ -289,4 +291,64 @@ TEST_CASE("steps: a known burst model cuts a group of two steps back into two", 
     CHECK(ranks[0].anchors[k].start == 50 * kMs + k * 11 * kMs - kMs / 2);
     CHECK(ranks[0].anchors[k].end == 50 * kMs + k * 11 * kMs + 6 * kMs);
   }
+}
+
+namespace {
+
+// The main thread leaves the CPU blocked in a syscall.
+Event switch_out_in(uint32_t pid, uint32_t tid, uint64_t ts, int32_t sys) {
+  Event e = switch_out(pid, tid, ts);
+  std::get<st_sched_switch>(e).prev_sys_nr = sys;
+  return e;
+}
+
+// feed_probe_job's job, but step 2's wait for the batch is a poll with a
+// timeout: a timer (no known waker) ends the first attempt at +1 ms, the
+// thread runs for `between` and polls again, and the loader ends that one.
+void feed_retried_poll_job(Feed& f, uint64_t between) {
+  f(switch_in(kRankPid, kRankPid, 50 * kMs));
+  f(switch_in(kRankPid, kLoaderTid, 50 * kMs));
+  for (int k = 0; k < 5; ++k) {
+    const uint64_t b = probe_base(k), off = k == 2 ? between : 0;
+    f(switch_out_in(kRankPid, kRankPid, b, ST_NR_POLL));
+    if (k == 2) {
+      f(wakeup(kRankPid, kRankPid, b + 1 * kMs, 0, 0));  // the timeout: woken from interrupt context
+      f(switch_in(kRankPid, kRankPid, b + 1 * kMs));
+      f(switch_out_in(kRankPid, kRankPid, b + 1 * kMs + between, ST_NR_POLL));
+    }
+    f(wakeup(kRankPid, kRankPid, b + 3 * kMs + off, kRankPid, kLoaderTid));
+    f(switch_in(kRankPid, kRankPid, b + 3 * kMs + off));
+    f(uprobe(kRankPid, kRankPid, b + 5 * kMs + off, ST_UP_NRT_EXECUTE, false));
+    f(uprobe(kRankPid, kRankPid, b + 15 * kMs + off, ST_UP_NRT_EXECUTE, true));
+  }
+  f.finish(250 * kMs);
+}
+
+}  // namespace
+
+TEST_CASE("attribution: a poll retried after its timeout waited for what ended the last attempt", "[steps][unit]") {
+  // The step opens at the attempt the loader ended (anchors.h): the earlier
+  // attempt closes step 1, and is painted there.
+  auto totals = [](uint64_t between) {
+    Feed f;
+    feed_retried_poll_job(f, between);
+    DropStats drops;
+    JobAnalysis job = analyze_job(f.tl, f.tt, drops);
+    REQUIRE(job.ranks.size() == 1);
+    REQUIRE(job.ranks[0].steps.size() == 5);
+    std::array<uint64_t, kCategories> sum{};
+    for (const auto& st : job.ranks[0].steps)
+      for (size_t c = 0; c < kCategories; ++c) sum[c] += st.ns[c];
+    return sum;
+  };
+  constexpr size_t kData = static_cast<size_t>(Category::data_loading);
+  constexpr size_t kOther = static_cast<size_t>(Category::other);
+  // 0.1 ms of Python between the attempts: one wait for the batch.
+  auto one_wait = totals(kMs / 10);
+  CHECK(one_wait[kData] == 15 * kMs);
+  CHECK(one_wait[kOther] == 0);
+  // 3 ms of work between them: a thread that did something else first.
+  auto two_waits = totals(3 * kMs);
+  CHECK(two_waits[kData] == 14 * kMs);
+  CHECK(two_waits[kOther] == 1 * kMs);
 }

@@ -290,6 +290,50 @@ void paint_host_collectives(const ThreadTimeline& t, const std::vector<const Spa
   }
 }
 
+// Who a blocked segment of the main thread waited for.
+enum class WaitedFor { unknown, loader, comm };
+
+WaitedFor waker_class(const steps::RankSteps& r, const StateSeg& g) {
+  if (r.loaders.count(g.waker_tid)) return WaitedFor::loader;
+  if (r.comm_threads.count(g.waker_tid)) return WaitedFor::comm;
+  return WaitedFor::unknown;
+}
+
+// A readiness wait (poll, select, epoll) with no known waker that the thread
+// took up again after a moment on a CPU, in the same call: one wait retried
+// after a timeout, and the attempt that succeeded names what every attempt
+// waited for. A DataLoader's first next(it) polls its result queue in 5 s
+// attempts while its workers start: a CI run under load traced 5.0-6.0 s of
+// step 0's 7.7 s wait for them as "other", the timer having ended the first.
+constexpr uint64_t kRetryRunNs = 2'000'000;  // on a CPU between two attempts, at most
+constexpr int kMaxRetries = 32;
+
+WaitedFor retried_wait_class(const steps::RankSteps& r, TimelineVector<StateSeg>::const_iterator it,
+                             TimelineVector<StateSeg>::const_iterator end) {
+  const int32_t sys = it->blocked_sys;
+  if (!is_readiness_wait(sys)) return WaitedFor::unknown;
+  uint64_t ran = 0;
+  int attempts = 0;
+  for (auto nx = std::next(it); nx != end; ++nx) {
+    switch (nx->state) {
+      case ThreadState::running:
+        ran += nx->end - nx->start;
+        if (ran > kRetryRunNs) return WaitedFor::unknown;
+        break;
+      case ThreadState::runnable: break;  // a wait for a CPU: the thread did nothing
+      case ThreadState::sleeping:
+      case ThreadState::disk_wait:
+        if (nx->blocked_sys != sys) return WaitedFor::unknown;
+        if (const WaitedFor w = waker_class(r, *nx); w != WaitedFor::unknown) return w;
+        if (++attempts >= kMaxRetries) return WaitedFor::unknown;
+        ran = 0;
+        break;
+      default: return WaitedFor::unknown;
+    }
+  }
+  return WaitedFor::unknown;
+}
+
 // The main thread's state segments inside the step; returns its waits for
 // a loader (data loading), clipped to the step.
 Exec paint_segments(const steps::RankSteps& r, const Exec& exec, uint64_t typical_device_ns, StepResult& st,
@@ -304,15 +348,17 @@ Exec paint_segments(const steps::RankSteps& r, const Exec& exec, uint64_t typica
       case ThreadState::running: paints.push_back({g.start, g.end, 2, Category::host_overhead}); break;
       case ThreadState::runnable: paint_runnable(t, g, exec, typical_device_ns, paints); break;
       case ThreadState::sleeping:
-      case ThreadState::disk_wait:
-        if (r.loaders.count(g.waker_tid)) {
+      case ThreadState::disk_wait: {
+        WaitedFor w = waker_class(r, g);
+        if (w == WaitedFor::unknown) w = retried_wait_class(r, it, t.segs.end());
+        if (w == WaitedFor::loader) {
           paints.push_back({g.start, g.end, 3, Category::data_loading});
           // Its wake-up's wait for a CPU is contention, beneath which lies
           // the wait for the batch (interval_painter.h: Painted::under).
           if (auto nx = std::next(it); nx != t.segs.end() && nx->state == ThreadState::runnable)
             paints.push_back({nx->start, nx->end, 0, Category::data_loading});
           data_waits.emplace_back(std::max(g.start, ws), std::min(g.end, we));
-        } else if (r.comm_threads.count(g.waker_tid)) {
+        } else if (w == WaitedFor::comm) {
           // Woken by the thread that moves the collective's bytes: waiting for it.
           paints.push_back({g.start, g.end, 3, Category::collective});
           if (st.arrival_ns == 0) {
@@ -323,6 +369,7 @@ Exec paint_segments(const steps::RankSteps& r, const Exec& exec, uint64_t typica
           paints.push_back({g.start, g.end, 1, Category::other});
         }
         break;
+      }
       default: break;
     }
   }
