@@ -937,11 +937,19 @@ class Bench:
         secs = 3 if self.a.quick else 10
         try:
             def fn(st_pid):
+                # Two windows: the first secs after a 0.5 s settle (start-up's
+                # tail: symbols, the first device scans, the drain's second of
+                # quiet before it sleeps), then the next secs (steady state,
+                # what issue 19's idle target means).
                 time.sleep(0.5)
                 c0, t0 = proc_cpu_ns(st_pid), time.monotonic()
                 time.sleep(secs)
-                return {"cpu_share": (proc_cpu_ns(st_pid) - c0) / 1e9 / (time.monotonic() - t0),
-                        "mem": proc_mem_kib(st_pid)}
+                c1, t1 = proc_cpu_ns(st_pid), time.monotonic()
+                r = {"cpu_share": (c1 - c0) / 1e9 / (t1 - t0), "mem": proc_mem_kib(st_pid)}
+                if not self.a.quick:
+                    time.sleep(secs)
+                    r["steady_cpu_share"] = (proc_cpu_ns(st_pid) - c1) / 1e9 / (time.monotonic() - t1)
+                return r
 
             v, rep, _ = self.with_attach([idle.pid], [], fn)
             v100, _, _ = self.with_attach([idle.pid], ["--drain-ms", "100"], fn)
@@ -950,7 +958,8 @@ class Bench:
             idle.wait()
         under = [t for s in self.results.get("B7", {}).values() for t in s["tracer"]]
         ring = rep["tracer"]["ring_mib"] if rep else 64
-        res = {"idle": {"seconds": secs, "cpu_share": v["cpu_share"], **{k + "_kib": x for k, x in v["mem"].items()}},
+        res = {"idle": {"seconds": secs, "cpu_share": v["cpu_share"], "steady_cpu_share": v.get("steady_cpu_share"),
+                        **{k + "_kib": x for k, x in v["mem"].items()}},
                "idle_drain100": {"cpu_share": v100["cpu_share"]},
                "ring_mib": ring}
         if under:
@@ -1156,7 +1165,9 @@ def build_table(res, env, quick):
         row("B9", "steptrace idle (attached, target asleep)", f"{100 * i['cpu_share']:.3f}% of a core",
             f"RSS {i.get('VmRSS_kib', 0) / 1024:.1f} MiB", f"anon {i.get('RssAnon_kib', 0) / 1024:.1f} MiB",
             f"shmem(ring) {i.get('RssShmem_kib', 0) / 1024:.1f} MiB",
-            f"--drain-ms 100: {100 * s['idle_drain100']['cpu_share']:.3f}%", 1)
+            f"--drain-ms 100: {100 * s['idle_drain100']['cpu_share']:.3f}%"
+            + (f"; the next {i['seconds']} s: {100 * i['steady_cpu_share']:.3f}%" if i.get("steady_cpu_share") is not None
+               else ""), 1)
         if "under_b7" in s:
             u = s["under_b7"]
             row("B9", "steptrace under B7", f"{100 * u['cpu_share_median']:.2f}% of a core (median)",
@@ -1168,8 +1179,9 @@ def build_table(res, env, quick):
             c = R["B10"].get(k)
             if not c:
                 continue
-            row("B10", what, f"{c['records']} records", f"{c['self_records']} by steptrace",
-                f"{100 * c['self_share']:.3f}%", json.dumps(c["self_by_kind"]), "", "")
+            caused = (f"{c['caused_records']} caused = {100 * c['caused_share']:.3f}%" if "caused_records" in c else "")
+            row("B10", what, f"{c['records']} records", f"{c['self_records']} name steptrace",
+                f"{100 * c['self_share']:.3f}%", caused, json.dumps(c["self_by_kind"]), "")
 
     # targets
     b7 = R.get("B7", {})
@@ -1205,7 +1217,7 @@ def build_table(res, env, quick):
                         ", ".join(f"{k} {v:+.0f} ns/record" for k, v in rec13.items())))
     if "B4-sched" in R:
         worst = max(R["B4-sched"]["ns_per_event"], R["B4-syscall"]["ns_per_event"])
-        targets.append(("B4 non-target events ≤ 60 ns each", worst <= 60,
+        targets.append(("B4 non-target events ≤ 60 ns each (issue 7; absolute, the empty hook included)", worst <= 60,
                         f"sched {R['B4-sched']['ns_per_event']:+.1f} ns/hook, "
                         f"syscall {R['B4-syscall']['ns_per_event']:+.1f} ns/hook"))
     if "B5" in R:
@@ -1218,12 +1230,21 @@ def build_table(res, env, quick):
         # End to end this VM cannot offer 5 M/s (one generator thread, 2 vCPUs): the
         # consumer's CPU per record gives its capacity on one core.
         ok = (cap >= 5e6 and b["dropped"] == 0) if b["gen_rate_per_s"] >= 5e6 else (None if cap >= 5e6 else False)
-        targets.append(("B5 ≥ 5 M ev/s/core into the aggregator with 0 drops", ok,
+        targets.append(("B5 ≥ 5 M ev/s/core into the aggregator with 0 drops (issue 7)", ok,
                         f"offered {b['gen_rate_per_s'] / 1e6:.2f} M/s (generator-bound), {b['dropped']} dropped; "
                         f"consumer {b['consumer_ns_per_record']:.0f} ns/record = capacity {cap / 1e6:.1f} M/s/core"))
+        targets.append(("consumer ≥ 10 M records/s per core of steptrace CPU (issue 19)", cap >= 10e6,
+                        f"{cap / 1e6:.1f} M/s/core ({b['consumer_ns_per_record']:.0f} ns/record, "
+                        f"{b['records_received']} records, {b['dropped']} dropped)"))
     if "B9" in R:
         i = R["B9"]["idle"]
-        targets.append(("B9 idle ≤ 0.5% of a core", i["cpu_share"] <= 0.005, f"{100 * i['cpu_share']:.3f}%"))
+        targets.append(("B9 idle ≤ 0.5% of a core (issue 7: the first seconds)", i["cpu_share"] <= 0.005,
+                        f"{100 * i['cpu_share']:.3f}%"))
+        if i.get("steady_cpu_share") is not None:
+            targets.append(("idle ≤ 0.05% of a core, attached, the target asleep (issue 19: steady state)",
+                            i["steady_cpu_share"] <= 0.0005, f"{100 * i['steady_cpu_share']:.3f}% "
+                            f"(seconds {i['seconds'] + 0.5:g}-{2 * i['seconds'] + 0.5:g} after the attach; "
+                            f"the first {i['seconds']} s: {100 * i['cpu_share']:.3f}%)"))
         peak = max(i.get("VmHWM_kib", 0), R["B9"].get("under_b7", {}).get("vmhwm_kib_max", 0))
         # The kernel maps a BPF ring's data pages twice, back to back (a record
         # that wraps reads as one piece): RSS counts the ring twice.
@@ -1231,9 +1252,25 @@ def build_table(res, env, quick):
         targets.append(("B9 RSS ≤ 64 MiB + rings (a ring counts twice in RSS)", peak <= lim,
                         f"peak {peak / 1024:.1f} MiB vs {lim / 1024:.0f} MiB"))
     if "B10" in R:
-        w = max(R["B10"]["job"]["self_share"], R["B10"]["all"]["self_share"])
-        targets.append(("B10 self-caused events < 1%", w < 0.01,
-                        f"job {100 * R['B10']['job']['self_share']:.3f}%, --all {100 * R['B10']['all']['self_share']:.3f}%"))
+        job, al = R["B10"]["job"], R["B10"]["all"]
+        if "caused_share" in job:
+            # What steptrace adds (bench-capstat's "caused"); the records that
+            # merely name steptrace are in the table above.
+            targets.append(("self-caused records ≤ 0.2% in run (issue 19)", job["caused_share"] <= 0.002,
+                            f"{100 * job['caused_share']:.3f}% ({job['caused_records']} of {job['records']}; "
+                            f"{100 * job['self_share']:.3f}% name steptrace)"))
+            targets.append(("self-caused records ≤ 1% with --all (issue 19)", al["caused_share"] <= 0.01,
+                            f"{100 * al['caused_share']:.3f}% ({al['caused_records']} of {al['records']}; "
+                            f"{100 * al['self_share']:.3f}% name steptrace)"))
+        else:
+            w = max(job["self_share"], al["self_share"])
+            targets.append(("B10 self-caused events < 1%", w < 0.01,
+                            f"job {100 * job['self_share']:.3f}%, --all {100 * al['self_share']:.3f}%"))
+    if R.get("B15"):
+        deepest = {k: c["max_level_name"] for k, c in R["B15"].items()}
+        targets.append(("daemon at its default budget stays at full on every trainsim scenario (issue 19)",
+                        all(v == "full" for v in deepest.values()),
+                        ", ".join(f"{k} {v}" for k, v in deepest.items())))
 
     head = ("| id | benchmark | baseline (A) | traced (B) | median paired Δ | per event / detail | noise | pairs |\n"
             "|---|---|---|---|---|---|---|---|")
