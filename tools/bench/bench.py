@@ -990,6 +990,13 @@ class Bench:
         out["job_drain100"]["dropped"] = s3["dropped"]
         self.check("B10 capture readable and complete", not c["truncated"] and c["records"] == c["trailer_records"],
                    json.dumps(c)[:300])
+        # What steptrace adds is among what names it: one added per slice,
+        # two per preemption (both of its switches name steptrace).
+        d = c["self_detail"]
+        self.check("B10 added records are records that name steptrace",
+                   c["caused_records"] <= c["self_records"]
+                   and d["caused_by_slices"] <= d["target_blocked_cpu_to_steptrace"] + 2 * d["target_preempted_by_steptrace"]
+                   and d["caused_wakeups"] <= d["target_woken_by_steptrace"], json.dumps(d)[:300])
         # (b) the whole host (--all): steptrace's own wakeups are in scope here
         cap2 = os.path.join(self.work, "b10-all.stcap")
         st = subprocess.Popen([self.steptrace, "record", "--all", "-d", "2" if self.a.quick else "5", "-o", cap2,
