@@ -343,13 +343,16 @@ Status Session::poll() {
   flush_notes();
   auto n = reader_->drain();
   if (!n) return n.error();
+  drained_since_drop_check_ += *n;
   check_drops();
   last_drained_ = *n;
   pipe_.advance();
   // Records the keeper drained while a fold ran: after those of this drain
   // (ring order), delivered by the next advance.
-  if (const size_t kept = keeper_->replay([this](const void* d, size_t len) { on_record(d, len); }))
+  if (const size_t kept = keeper_->replay([this](const void* d, size_t len) { on_record(d, len); })) {
     last_drained_ += kept;
+    drained_since_drop_check_ += kept;
+  }
   if (!scan_.empty()) scan_for_libs();
   if (signals_) {
     std::vector<uint32_t> pids;
