@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // bench-capstat: count the records of a steptrace capture file by kind, and
-// those that steptrace itself caused (B10): a switch to or from one of its
-// threads, a wakeup it performed, or a record whose subject is steptrace.
+// those that involve steptrace itself (B10).
 //
 //   bench-capstat FILE --self PID      -> one JSON object on stdout
 //
@@ -24,6 +23,9 @@
 // the capture's time (tenths of its span): start-up and shutdown against the
 // steady state.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -46,7 +48,9 @@ int main(int argc, char** argv) {
   uint64_t total = 0, self_total = 0, short_records = 0;
   uint64_t preempted_by_self = 0, blocked_to_self = 0, in_from_self = 0, woken_by_self = 0, subject_self = 0;
   std::vector<uint64_t> self_ts;
-  std::map<std::string, uint64_t> woken_in_sys, woken_by_tid, entered_tid;  // + the steptrace thread a target left its CPU to  // the syscall the target slept in; the waking thread
+  // Of the wakeups by steptrace: the syscall the target slept in, the waking
+  // thread; of the slices: the steptrace thread a target left its CPU to.
+  std::map<std::string, uint64_t> woken_in_sys, woken_by_tid, entered_tid;
   uint64_t first_ts = UINT64_MAX, last_ts = 0;
   uint64_t caused_wakeups = 0;
   struct SelfSwitch {
