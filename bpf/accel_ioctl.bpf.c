@@ -387,26 +387,35 @@ int BPF_PROG(st_sys_enter, struct pt_regs *regs, long id)
 	struct st_task_state *ts;
 	__u64 now;
 
-	/* Detail off (the daemon's sampled-out windows, aggregated): the stamps
-	 * and yield counts feed only records that are off, and a busy-polling
-	 * runtime makes a syscall per poll. Only device-file calls go on. */
-	if (!st_detail && id != ST_NR_IOCTL && (id != ST_NR_WRITE || !st_cfg.rdma_verbs))
+	/* Only the calls a record times, and sched_yield() (counted), touch the
+	 * thread's state; what any other syscall a thread is in is read from
+	 * the kernel's saved registers where a record wants it
+	 * (st_task_syscall). Detail off (the daemon's sampled-out windows,
+	 * aggregated): the stamps and yield counts feed only records that are
+	 * off, and a busy-polling runtime makes a syscall per poll. Only
+	 * device-file calls go on. */
+	if (st_detail) {
+		if (id != ST_NR_SCHED_YIELD && !st_sys_stamped(id))
+			return 0;
+	} else if (id != ST_NR_IOCTL && (id != ST_NR_WRITE || !st_cfg.rdma_verbs)) {
 		return 0;
+	}
 	if (!st_current_is_target())
 		return 0;
 	ts = st_task_state_get(bpf_get_current_task_btf(), true);
 	if (!ts)
 		return 0;
+	if (id == ST_NR_SCHED_YIELD) {
+		ts->yields++;
+		return 0;
+	}
 	/* The clock costs ~80 ns a read on this VM (B13: st_sys_enter 169 -> 88 ns
-	 * over empty without it), and every syscall of a target comes here: the
-	 * entry is stamped only where a record will want it (st_sys_stamped). */
-	now = st_sys_stamped(id) ? bpf_ktime_get_ns() : ST_SYS_TS_UNSTAMPED;
+	 * over empty without it): only the calls records time come here. */
+	now = bpf_ktime_get_ns();
 	ts->sys_nr = id;
 	ts->sys_enter_ts = now;
 	ts->sys_arg0 = ST_SYSCALL_ARG0(regs);
-	if (id == ST_NR_SCHED_YIELD)
-		ts->yields++;
-	else if (id == ST_NR_IOCTL && (st_cfg.enabled & ST_SUB_ACCEL) && st_accel_in_syscalls)
+	if (id == ST_NR_IOCTL && (st_cfg.enabled & ST_SUB_ACCEL) && st_accel_in_syscalls)
 		st_accel_enter(ts, regs, now);
 	/* Off (rodata) unless uverbs devices exist or --rdma-dev was given. */
 	if ((id == ST_NR_IOCTL || id == ST_NR_WRITE) && (st_cfg.enabled & ST_SUB_ACCEL) && st_cfg.rdma_verbs &&
@@ -419,13 +428,13 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(st_sys_exit, struct pt_regs *regs, long ret)
 {
 	struct st_task_state *ts;
+	long nr = ST_SYSCALL_NR(regs);
 
-	if (!st_detail) {
-		long nr = ST_SYSCALL_NR(regs);
-
-		if (nr != ST_NR_IOCTL && (nr != ST_NR_WRITE || !st_cfg.rdma_verbs))
-			return 0;
-	}
+	/* Only device calls emit at the exit; a net record compares the stamp's
+	 * number with the call the thread is in (net.bpf.c), and the loader
+	 * attaches this hook only where device calls come through it. */
+	if (!(st_cfg.enabled & ST_SUB_ACCEL) || (nr != ST_NR_IOCTL && (nr != ST_NR_WRITE || !st_cfg.rdma_verbs)))
+		return 0;
 	if (!st_current_is_target())
 		return 0;
 	ts = st_task_state_get(bpf_get_current_task_btf(), false);
@@ -462,8 +471,12 @@ int BPF_KPROBE(st_kp_ncdev_ioctl, struct file *filp, unsigned int cmd, unsigned 
 		return 0;
 	if (!ts->sys_enter_ts)
 		ts->sys_nr = -1; /* storage just created here: no syscall stamped */
-	else if (ts->sys_nr == ST_NR_IOCTL)
-		fd = (int)ts->sys_arg0; /* the syscall hook runs too (sched enabled) */
+	{
+		__u64 arg0 = 0;
+
+		if (st_task_syscall(bpf_get_current_task_btf(), &arg0) == ST_NR_IOCTL)
+			fd = (int)arg0;
+	}
 	rdev = BPF_CORE_READ(filp, f_inode, i_rdev);
 	st_accel_record(ts, fd, cmd, (void *)arg, rdev & 0xfffff, ST_ACCEL_BY_MAJOR | ST_ACCEL_VIA_KPROBE);
 	ts->accel_enter_ts = bpf_ktime_get_ns();

@@ -42,5 +42,15 @@
 #define ST_SYSCALL_ARG1(regs) ((regs)->si)
 #define ST_SYSCALL_ARG2(regs) ((regs)->dx)
 #define ST_SYSCALL_NR(regs) ((regs)->orig_ax)
+/*
+ * The return value slot: the entry code stores -ENOSYS there before the
+ * call (entry_SYSCALL_64, PUSH_AND_CLEAR_REGS rax=$-ENOSYS) and the result
+ * only once the call returns, so while it holds -ENOSYS the task is inside
+ * the syscall in ST_SYSCALL_NR. An entry from user space by an interrupt
+ * or exception leaves the user's rax there instead (and orig_ax -1, the
+ * vector or the error code).
+ */
+#define ST_SYSCALL_RET(regs) ((regs)->ax)
+#define ST_ENOSYS 38
 
 #endif /* STEPTRACE_ARCH_X86_H */

@@ -99,11 +99,14 @@ int BPF_PROG(st_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	}
 
 	if (prev_t) {
+		/* What it blocked in (read only where the record uses it, a
+		 * switch-out that did not leave prev runnable). */
+		if (prev_state != 0)
+			sys_nr = st_task_syscall(prev, NULL);
 		ts = st_task_state_get(prev, true);
 		if (ts) {
 			yields = ts->yields;
 			ts->yields = 0;
-			sys_nr = ts->sys_nr;
 			/*
 			 * sched_info_arrive() added the wait that ended when this
 			 * slice began (and sched_info_dequeue() any part of it before
@@ -164,7 +167,6 @@ static __always_inline int st_emit_wakeup(struct task_struct *p, __u32 flags)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct st_sched_wakeup *e;
-	struct st_task_state *ts;
 
 	if (!(st_cfg.enabled & ST_SUB_SCHED) || !st_detail)
 		return 0;
@@ -176,20 +178,13 @@ static __always_inline int st_emit_wakeup(struct task_struct *p, __u32 flags)
 	e->waker_pid = cur->tgid;
 	e->waker_tid = cur->pid;
 	e->waker_sys_nr = -1;
-	e->wakee_sys_nr = -1;
-	e->wakee_sys_arg0 = 0;
 	if (st_task_is_target(cur)) {
 		flags |= ST_WAKE_WAKER_TARGET;
-		ts = st_task_state_get(cur, false);
-		if (ts)
-			e->waker_sys_nr = ts->sys_nr;
+		e->waker_sys_nr = st_task_syscall(cur, NULL);
 	}
 	/* What the wakee was blocked in tells what it waited for (pipe read, recv, futex...). */
-	ts = st_task_state_get(p, false);
-	if (ts) {
-		e->wakee_sys_nr = ts->sys_nr;
-		e->wakee_sys_arg0 = ts->sys_arg0;
-	}
+	e->wakee_sys_arg0 = 0;
+	e->wakee_sys_nr = st_task_syscall(p, &e->wakee_sys_arg0);
 	e->flags = flags;
 	e->target_cpu = p->wake_cpu;
 	bpf_get_current_comm(e->waker_comm, sizeof(e->waker_comm));

@@ -74,7 +74,6 @@ SEC("tp_btf/softirq_entry")
 int BPF_PROG(st_softirq_entry, unsigned int vec_nr)
 {
 	struct st_cpu_state *c = st_target_current_cpu();
-	struct st_task_state *ts;
 
 	if (!c)
 		return 0;
@@ -82,11 +81,9 @@ int BPF_PROG(st_softirq_entry, unsigned int vec_nr)
 	 * (loopback delivery at local_bh_enable, its NAPI busy poll) are that
 	 * call's work, not time taken from it: only those that interrupt it
 	 * outside a syscall, or in another one, count. */
-	if (vec_nr == 2 /* NET_TX */ || vec_nr == 3 /* NET_RX */) {
-		ts = st_task_state_get(bpf_get_current_task_btf(), false);
-		if (ts && st_sys_is_net(ts->sys_nr))
-			return 0;
-	}
+	if ((vec_nr == 2 /* NET_TX */ || vec_nr == 3 /* NET_RX */) &&
+	    st_sys_is_net(st_task_syscall(bpf_get_current_task_btf(), NULL)))
+		return 0;
 	c->softirq_start = bpf_ktime_get_ns();
 	c->softirq_vec = vec_nr;
 	c->hardirq_in_softirq = 0;

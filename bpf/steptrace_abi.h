@@ -88,6 +88,11 @@ struct st_config {
 	__u32 n_accel_devs;   /* entries in st_accel_devs; 0 skips the lookup */
 	__u32 uverbs_major;   /* char major of "infiniband_verbs", 0 = none */
 	__u32 rdma_verbs;     /* decode uverbs calls (EFA control path) */
+	/* Wake the consumer once the ring holds more unread bytes than this
+	 * (0: never): it drains on a timer, and a burst that would fill a ring
+	 * sized to stay in cache must not wait for the timer. */
+	__u32 ring_wake_bytes;
+	__u32 reserved_;
 };
 
 /* Common header of every record. ts_ns is CLOCK_MONOTONIC (bpf_ktime_get_ns). */
@@ -460,7 +465,7 @@ struct st_accel_dev_key {
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(struct st_config) == 40, "st_config layout");
+static_assert(sizeof(struct st_config) == 48, "st_config layout");
 static_assert(sizeof(struct st_event_header) == 24, "header layout");
 static_assert(sizeof(struct st_sched_switch) == 56, "sched_switch layout");
 static_assert(__builtin_offsetof(struct st_sched_switch, prev_queue_ns) == ST_SCHED_SWITCH_V1_SIZE, "v1 switch prefix");

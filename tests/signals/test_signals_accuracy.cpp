@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -141,6 +142,7 @@ int check_fabric(const Run& run, const char* label) {
       std::map<std::string, int> calls;
       uint64_t bytes = 0;
       int64_t ns = 0;
+      int64_t longest_ns = 0;
       int n = 0;
     } want[3];
     for (const auto& v : tr_rank.verbs) {
@@ -149,6 +151,7 @@ int check_fabric(const Run& run, const char* label) {
       ++want[ph].calls[v.name];
       ++want[ph].n;
       want[ph].ns += v.return_ns - v.enter_ns;
+      want[ph].longest_ns = std::max<int64_t>(want[ph].longest_ns, v.return_ns - v.enter_ns);
       if (v.name.find("reg_") == 0 || v.name.find("reg_dmabuf") == 0) want[ph].bytes += v.bytes;
     }
     truth_in_steps += want[1].n;
@@ -161,12 +164,16 @@ int check_fabric(const Run& run, const char* label) {
       CHECK(calls == want[ph].calls);
       CHECK(got[ph]->bytes == want[ph].bytes);
       CHECK(got[ph]->errors == 0);
-      // The syscall lies inside the runtime's two timestamps.
+      // The syscall lies inside the runtime's two timestamps. Those also hold
+      // any time the thread was preempted on its way back to user space
+      // (after the exit hook): on two CPUs one call in a phase can be
+      // stretched by milliseconds, so the lower bound leaves out the longest.
       double g = static_cast<double>(got[ph]->total_ns) / 1e6, w = static_cast<double>(want[ph].ns) / 1e6;
+      double w_but_longest = static_cast<double>(want[ph].ns - want[ph].longest_ns) / 1e6;
       std::printf("%s rank %d %-8s: %2llu calls %7.3f ms traced, truth %2d calls %7.3f ms\n", label, tr_rank.rank,
                   names[ph], static_cast<unsigned long long>(got[ph]->calls), g, want[ph].n, w);
       CHECK(g <= w + 0.05);
-      CHECK(g >= 0.8 * w - 0.05 * want[ph].n);
+      CHECK(g >= 0.8 * w_but_longest - 0.05 * want[ph].n);
     }
   }
   return truth_in_steps;

@@ -44,6 +44,8 @@ TEST_CASE("tiers: 6.18 without kprobes uses tracepoints everywhere", "[tiers]") 
   auto f = k618();
   auto p = plan_tiers(f, kAll);
   CHECK(p.syscalls);
+  CHECK(p.syscall_exit);  // accel ioctls are emitted at the exit
+  CHECK(tier(p, f, "syscalls").find("tp_btf sys_enter/sys_exit (") == 0);
   CHECK_FALSE(p.accel_kprobe);
   CHECK(p.net_tp);
   CHECK_FALSE(p.net_kprobe);
@@ -73,7 +75,10 @@ TEST_CASE("tiers: the neuron module's ncdev_ioctl replaces the syscall hook for 
   f.neuron_tps = {"dma_queue_copy_start", "ioctl_mem_copyin"};
   auto p = plan_tiers(f, kAll);
   CHECK(p.accel_kprobe);
-  CHECK(p.syscalls);  // still needed by sched (yields, blocked-in syscall)
+  CHECK(p.syscalls);  // still needed by sched (yields) and net (call durations)
+  // no device call emits at the exit: every syscall on the host is spared the exit hook
+  CHECK_FALSE(p.syscall_exit);
+  CHECK(tier(p, f, "syscalls").find("tp_btf sys_enter (yields") == 0);
   CHECK(tier(p, f, "accel") == "kprobe/kretprobe ncdev_ioctl [neuron]");
   CHECK(tier(p, f, "accel_tp") == "neuron:dma_queue_copy_start,ioctl_mem_copyin");
   CHECK(tier(p, f, "syscalls").find("accel") == std::string::npos);
@@ -91,6 +96,11 @@ TEST_CASE("tiers: the neuron module's ncdev_ioctl replaces the syscall hook for 
   auto r = plan_tiers(f, ST_SUB_ACCEL);
   CHECK_FALSE(r.accel_kprobe);
   CHECK(r.syscalls);
+  CHECK(r.syscall_exit);
+  // sched alone: the entry hook only (yield counts)
+  auto s = plan_tiers(f, ST_SUB_SCHED);
+  CHECK(s.syscalls);
+  CHECK_FALSE(s.syscall_exit);
   // a tracepoint tier needs tracefs
   f.tracefs.clear();
   CHECK(plan_tiers(f, kAll).neuron_tps.empty());

@@ -173,7 +173,7 @@ class Bench:
     def __init__(self, args):
         self.a = args
         b = args.build_dir
-        self.steptrace = os.path.join(b, "user", "steptrace")
+        self.steptrace = args.steptrace or os.path.join(b, "user", "steptrace")
         self.load = os.path.join(b, "tools", "bench", "bench-load")
         self.capstat = os.path.join(b, "tools", "bench", "bench-capstat")
         self.empty = os.path.join(b, "tools", "bench", "bench-empty-hooks")
@@ -1299,6 +1299,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: checks the harness, not the timing (<60 s)")
     ap.add_argument("--build-dir", default=None)
+    ap.add_argument("--steptrace", default=None,
+                    help="the steptrace binary to measure (default: the build dir's; A/B of two builds)")
     ap.add_argument("--out", default="/tmp/steptrace-bench.json", help="JSON results")
     ap.add_argument("--md", default=None, help="also write the tables as Markdown here")
     ap.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,B9,B10,B11,B12,B13,B14,B15")

@@ -181,7 +181,7 @@ void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::ve
                   "RDMA verbs file (/dev/infiniband/uverbsN) whose calls - the EFA control path: queue pairs, memory "
                   "registrations - are shown as setup events (repeatable; matched on device+inode). Real uverbs "
                   "devices are found by the infiniband_verbs major without it.");
-  app->add_option("--ring-mib", o.ring_mib, "Ring buffer size in MiB (power of two, default 64)")->check(CLI::Range(1, 1024));
+  app->add_option("--ring-mib", o.ring_mib, "Ring buffer size in MiB (power of two, default 8)")->check(CLI::Range(1, 1024));
   app->add_option("--drain-ms", o.drain_ms,
                   "Ring buffer drain interval in ms while records come (idle: 500 ms, woken by the next record)")
       ->check(CLI::Range(1, 1000));

@@ -31,10 +31,13 @@ struct Options {
   double kill_after_s = 10;              // --kill-after: a stopped job's grace before SIGKILL
   bool keep_running = false;             // --keep-running: a stop ends tracing, the job runs on
   bool subreaper = false;                // the CLI made steptrace the child subreaper (not a flag)
-  // Ring buffer size, a power of two. 64 MiB holds ~1 M records: several
-  // seconds of a busy job while the drain thread folds a window (a 10 s fold
-  // of a 150 k records/s job outlasted 16 MiB and dropped events).
-  uint32_t ring_mib = 64;
+  // Ring buffer size, a power of two. Small enough to stay in the CPUs'
+  // cache: every record is written to the next place in the ring, and a
+  // 64 MiB ring made each one a write miss (B13: ~100 ns more per record
+  // than 1-16 MiB on this VM). A fold no longer leaves it unread (the ring
+  // keeper drains meanwhile), and a burst that fills a quarter of it wakes
+  // the drain early (st_cfg.ring_wake_bytes). 8 MiB holds ~130 k records.
+  uint32_t ring_mib = 8;
   uint32_t drain_ms = 10;                // timer drain interval (no per-record wakeups)
   uint32_t subsystems = 0;               // st_subsystem bits
   uint32_t sample_hz = 49;               // --sample-hz: stack samples per CPU per second (0: off)

@@ -18,20 +18,21 @@ TierPlan plan_tiers(const KernelFeatures& f, uint32_t sub, bool allow_kprobes, b
     p.net_tp = f.tp_sock_length;
     p.net_kprobe = !p.net_tp && kp && f.kprobe_tcp;
   }
-  p.syscalls = (sub & ST_SUB_SCHED) || ((sub & ST_SUB_ACCEL) && !p.accel_kprobe) || p.net_tp || p.rdma_verbs;
+  p.syscall_exit = ((sub & ST_SUB_ACCEL) && !p.accel_kprobe) || p.rdma_verbs;
+  p.syscalls = (sub & ST_SUB_SCHED) || p.syscall_exit || p.net_tp;
   return p;
 }
 
 std::vector<AttachTier> TierPlan::describe(uint32_t sub, const KernelFeatures& f) const {
   std::vector<AttachTier> t;
   t.push_back({"sched", (sub & ST_SUB_SCHED) ? "tp_btf sched_switch/sched_waking" : "disabled"});
-  std::string sys = "tp_btf sys_enter/sys_exit (";
+  std::string sys = syscall_exit ? "tp_btf sys_enter/sys_exit (" : "tp_btf sys_enter (";
   bool first = true;
   auto add = [&](const char* what) {
     sys += first ? what : std::string(", ") + what;
     first = false;
   };
-  if (sub & ST_SUB_SCHED) add("yields, blocked-in syscall");
+  if (sub & ST_SUB_SCHED) add("yields");
   if ((sub & ST_SUB_ACCEL) && !accel_kprobe) add("accel ioctls");
   if (rdma_verbs) add("uverbs calls");
   if (net_tp) add("net call durations");

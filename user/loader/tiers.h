@@ -15,10 +15,14 @@
 namespace steptrace {
 
 struct TierPlan {
-  // tp_btf sys_enter/sys_exit: yields and the blocked-in syscall (sched),
-  // accelerator ioctls when accel_kprobe is off, call durations for net_tp.
-  // Every syscall on the host pays its filter, so it is off when nothing needs it.
+  // tp_btf sys_enter: yields (sched), accelerator ioctls when accel_kprobe is
+  // off, uverbs calls, call durations for net_tp. Every syscall on the host
+  // pays its filter, so it is off when nothing needs it.
   bool syscalls = false;
+  // tp_btf sys_exit as well: only the device calls emit at the exit (accel
+  // ioctls on the syscall tier, uverbs calls). The syscall a thread is in is
+  // read from its saved registers (bpf/common.bpf.h, st_task_syscall).
+  bool syscall_exit = false;
   bool accel_kprobe = false;  // kprobe/kretprobe ncdev_ioctl (neuron module) instead of the syscall hook
   bool net_tp = false;        // tp_btf sock_send_length/sock_recv_length (>= 6.3)
   bool net_kprobe = false;    // kprobe/kretprobe tcp_sendmsg/tcp_recvmsg (6.1)

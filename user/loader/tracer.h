@@ -34,6 +34,9 @@ struct TracerSettings {
   uint32_t uverbs_major = 0;       // "infiniband_verbs" char major, 0 = none
   bool rdma_verbs = false;         // decode uverbs calls (EFA control path)
   uint64_t ring_bytes = 16ull << 20;
+  // Wake the consumer when the ring is this full (a fraction, 0 = never): for
+  // a consumer that sleeps on the ring's fd between timed drains (sessions).
+  double ring_wake_fill = 0;
   std::string btf_path;            // custom BTF for CO-RE ("" = kernel's)
   bool allow_kprobes = true;       // false: tracepoint tiers only (--no-kprobes)
   // Entries of the per-process aggregation map (set_aggregate); 0: aggregation
@@ -78,6 +81,9 @@ class BpfTracer {
   // records on/off, and counting into the per-process aggregation map.
   // The consumer sleeps past its drain interval: the next record wakes it (bpf/common.bpf.h).
   void set_consumer_idle(bool idle);
+  // After a drain: the next record past TracerSettings::ring_wake_fill may
+  // wake the consumer again. Returns whether one did since the last call.
+  bool rearm_fill_wakeup();
   void set_detail(bool on);
   void set_aggregate(bool on);
   // Every process in the aggregation map, summed over CPUs.

@@ -37,6 +37,10 @@ namespace steptrace {
 
 namespace {
 
+// How full the ring may get before a record wakes the drain early: a burst
+// does not wait for the drain timer (bpf/common.bpf.h, st_submit).
+constexpr double kRingWakeFill = 0.25;
+
 // Every tgid in a cgroup v2 subtree (cgroup.procs of each directory).
 std::vector<uint32_t> cgroup_tgids(const std::string& path) {
   std::vector<uint32_t> out;
@@ -168,6 +172,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   ts.sample_hz = o.sample_hz;
   ts.follow_forks = o.follow_forks;
   ts.ring_bytes = static_cast<uint64_t>(o.ring_mib) << 20;
+  ts.ring_wake_fill = kRingWakeFill;  // the drain sleeps on the ring's fd (DrainWait)
   ts.btf_path = o.btf_path;
   ts.allow_kprobes = o.allow_kprobes;
   ts.max_targets = o.max_targets;
@@ -196,8 +201,8 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
                                    [sp = s.get()](const void* d, size_t n) { sp->on_record(d, n); });
   if (!reader) return reader.error();
   s->reader_ = std::move(*reader);
-  // Up to four rings' worth kept in memory while a fold holds the drain thread.
-  s->keeper_ = std::make_unique<RingKeeper>(*s->reader_, ts.ring_bytes, 4 * ts.ring_bytes, o.drain_ms);
+  // What a fold may keep: four rings, at least 256 MiB (a small ring is for the producers' cache).
+  s->keeper_ = std::make_unique<RingKeeper>(*s->reader_, ts.ring_bytes, std::max<uint64_t>(4 * ts.ring_bytes, 256ull << 20), o.drain_ms);
   s->pipe_.set_fold_guard([sp = s.get()](bool folding) {
     if (folding)
       sp->keeper_->hold();
@@ -343,6 +348,7 @@ Status Session::poll() {
   flush_notes();
   auto n = reader_->drain();
   if (!n) return n.error();
+  if (tracer_->rearm_fill_wakeup()) ++fill_wakeups_;
   drained_since_drop_check_ += *n;
   check_drops();
   last_drained_ = *n;
@@ -415,6 +421,7 @@ Result<SessionReport> Session::finish() {
   const RingKeeperStats& ks = keeper_->stats();
   log::debug("ring kept during {} folds: {} records, at most {} bytes at once, longest fold {:.0f} ms, {} drains skipped at the cap",
              ks.holds, ks.records, ks.peak_bytes, ks.longest_hold_ns / 1e6, ks.full);
+  log::debug("{} drains woken early by a ring {:.0f} % full", fill_wakeups_, 100 * kRingWakeFill);
   auto drops = tracer_->read_stats();
   if (!drops) return drops.error();
   report_.drops = *drops;

@@ -144,6 +144,7 @@ class Session {
   // Drops said on stderr as they happen, with the longest wait between drains.
   uint64_t last_poll_ns_ = 0, max_drain_gap_ns_ = 0, drops_checked_ns_ = 0, drops_warned_ns_ = 0, drops_warned_ = 0;
   uint64_t drained_since_drop_check_ = 0;  // records: none means nothing could have been dropped
+  uint64_t fill_wakeups_ = 0;              // drains a filling ring woke before the timer (ring_wake_fill)
   void check_drops();
 };
 
