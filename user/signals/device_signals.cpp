@@ -17,6 +17,13 @@
 
 namespace steptrace::signals {
 
+namespace {
+// When the scans for devices and adapters that are not there slow to one
+// every 2 s (an idle session with no devices: each scan lists /dev and two
+// sysfs directories, at every drain wake-up until then; measured 2026-12-05).
+constexpr uint64_t kSlowScanAfterNs = 10'000'000'000ull;
+}  // namespace
+
 // ---------------------------------------------------------------- sampler
 
 DeviceSignals::DeviceSignals(SignalsConfig cfg) {
@@ -226,11 +233,13 @@ void DeviceSignals::tick(uint64_t now, const std::vector<uint32_t>& pids, const 
                       std::any_of(d_.efa_ports.begin(), d_.efa_ports.end(), [](const EfaPort& p) { return p.rate_gbit <= 0; });
   if ((d_.devices.empty() || efa_settling) && now >= next_scan_) {
     // Quickly while the job starts (its first steps need the datastore),
-    // then every 200 ms, and every 2 s after 30 s without them (a host with
-    // no such device: an idle session's wake-ups should not be spent on it).
+    // then every 200 ms, and every 2 s after kSlowScanAfterNs without them (a
+    // host with no such device: an idle session's wake-ups should not be
+    // spent on it; a real node's devices exist from the driver's load, and
+    // the daemon already waits up to 2 s for a new job's).
     if (first_scan_ == 0) first_scan_ = now;
     const uint64_t age = now - first_scan_;
-    next_scan_ = now + (age < 5'000'000'000ull ? 20'000'000 : age < 30'000'000'000ull ? 200'000'000 : 2'000'000'000);
+    next_scan_ = now + (age < 5'000'000'000ull ? 20'000'000 : age < kSlowScanAfterNs ? 200'000'000 : 2'000'000'000);
     if (d_.devices.empty()) {
       d_.devices = find_neuron_devices(d_.cfg.dev_root);
       if (!d_.devices.empty() && problem_rank_ == 0) d_.nds_problem.clear();
@@ -289,8 +298,8 @@ void DeviceSignals::tick(uint64_t now, const std::vector<uint32_t>& pids, const 
   // is taken as the device appears and even a short job gets a delta.
   bool sysfs_waiting = d_.sysfs.empty() && first_scan_ && now - first_scan_ < 5'000'000'000ull;
   if (now >= next_sysfs_ || sysfs_waiting) {
-    // No device known after 30 s: look for metrics at the device scan's pace.
-    const bool none_late = d_.devices.empty() && d_.sysfs.empty() && first_scan_ && now - first_scan_ >= 30'000'000'000ull;
+    // No device known by now: look for metrics at the device scan's pace.
+    const bool none_late = d_.devices.empty() && d_.sysfs.empty() && first_scan_ && now - first_scan_ >= kSlowScanAfterNs;
     next_sysfs_ = now + (none_late ? std::max<uint64_t>(d_.cfg.sysfs_interval_ns, 2'000'000'000) : d_.cfg.sysfs_interval_ns);
     for (const auto& [idx, path] : d_.devices) {
       auto m = read_neuron_sysfs(d_.cfg.sysfs_root, idx);
