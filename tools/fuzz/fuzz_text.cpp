@@ -111,6 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (o->command == CommandKind::run) EXPECT(!o->argv.empty());
     EXPECT(o->ring_mib >= 1 && o->ring_mib <= 1024);
     EXPECT(o->drain_ms >= 1 && o->drain_ms <= 1000);
+    EXPECT(o->ring_wake_pct <= 99);
   }
 #else
 #error "build with -DFUZZ_<target>"

@@ -185,6 +185,9 @@ void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::ve
   app->add_option("--drain-ms", o.drain_ms,
                   "Ring buffer drain interval in ms while records come (idle: 500 ms, woken by the next record)")
       ->check(CLI::Range(1, 1000));
+  app->add_option("--ring-wake-pct", o.ring_wake_pct,
+                  "Wake the drain early when the ring is this full, in % (default 25; 0: drain only on the timer)")
+      ->check(CLI::Range(0, 99));
   app->add_option("--collectors", collectors, "Comma list: sched,block,net,accel,uprobe,steal,sample,all");
   app->add_option("--sample-hz", o.sample_hz,
                   "On-CPU stack samples per CPU per second for the 'in which code' profile (default 49; 0: off)")

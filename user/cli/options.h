@@ -39,6 +39,7 @@ struct Options {
   // the drain early (st_cfg.ring_wake_bytes). 8 MiB holds ~130 k records.
   uint32_t ring_mib = 8;
   uint32_t drain_ms = 10;                // timer drain interval (no per-record wakeups)
+  uint32_t ring_wake_pct = 25;           // a record past this fill wakes the drain early (0: timer only)
   uint32_t subsystems = 0;               // st_subsystem bits
   uint32_t sample_hz = 49;               // --sample-hz: stack samples per CPU per second (0: off)
   bool follow_forks = true;

@@ -37,10 +37,6 @@ namespace steptrace {
 
 namespace {
 
-// How full the ring may get before a record wakes the drain early: a burst
-// does not wait for the drain timer (bpf/common.bpf.h, st_submit).
-constexpr double kRingWakeFill = 0.25;
-
 // Every tgid in a cgroup v2 subtree (cgroup.procs of each directory).
 std::vector<uint32_t> cgroup_tgids(const std::string& path) {
   std::vector<uint32_t> out;
@@ -172,7 +168,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   ts.sample_hz = o.sample_hz;
   ts.follow_forks = o.follow_forks;
   ts.ring_bytes = static_cast<uint64_t>(o.ring_mib) << 20;
-  ts.ring_wake_fill = kRingWakeFill;  // the drain sleeps on the ring's fd (DrainWait)
+  ts.ring_wake_fill = o.ring_wake_pct / 100.0;  // the drain sleeps on the ring's fd (DrainWait)
   ts.btf_path = o.btf_path;
   ts.allow_kprobes = o.allow_kprobes;
   ts.max_targets = o.max_targets;
@@ -421,7 +417,7 @@ Result<SessionReport> Session::finish() {
   const RingKeeperStats& ks = keeper_->stats();
   log::debug("ring kept during {} folds: {} records, at most {} bytes at once, longest fold {:.0f} ms, {} drains skipped at the cap",
              ks.holds, ks.records, ks.peak_bytes, ks.longest_hold_ns / 1e6, ks.full);
-  log::debug("{} drains woken early by a ring {:.0f} % full", fill_wakeups_, 100 * kRingWakeFill);
+  log::debug("{} drains woken early by a ring {} % full", fill_wakeups_, opts_.ring_wake_pct);
   auto drops = tracer_->read_stats();
   if (!drops) return drops.error();
   report_.drops = *drops;
