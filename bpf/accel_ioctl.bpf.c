@@ -353,8 +353,7 @@ static __always_inline void st_rdma_emit(struct st_task_state *ts, __u64 enter_t
  * Syscalls whose entry time a record uses: the device calls (accel and
  * uverbs records carry the call's start) and, with the net collector on,
  * the calls that move socket data (a net record's duration is the time
- * since the syscall's entry). Any other syscall is stamped
- * ST_SYS_TS_UNSTAMPED: in a syscall, time not taken.
+ * since the syscall's entry). No other syscall touches the thread's state.
  */
 static __always_inline bool st_sys_stamped(long id)
 {
@@ -414,7 +413,6 @@ int BPF_PROG(st_sys_enter, struct pt_regs *regs, long id)
 	now = bpf_ktime_get_ns();
 	ts->sys_nr = id;
 	ts->sys_enter_ts = now;
-	ts->sys_arg0 = ST_SYSCALL_ARG0(regs);
 	if (id == ST_NR_IOCTL && (st_cfg.enabled & ST_SUB_ACCEL) && st_accel_in_syscalls)
 		st_accel_enter(ts, regs, now);
 	/* Off (rodata) unless uverbs devices exist or --rdma-dev was given. */

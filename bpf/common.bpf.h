@@ -96,14 +96,12 @@ struct {
  * Per-thread state in task-local storage: measured cheaper than a hash map
  * on the hot paths (+254 vs +542 ns per sched_switch on a 2 vCPU VM).
  */
-/* sys_enter_ts of a syscall whose entry was not timed (accel_ioctl.bpf.c,
- * st_sys_stamped); 0 is a storage no syscall entry has touched yet. */
-#define ST_SYS_TS_UNSTAMPED 1ull
-
 struct st_task_state {
+	/* The last timed syscall's entry (accel_ioctl.bpf.c, st_sys_stamped; 0:
+	 * none yet) and its number, -1 once a device call has exited. Whether
+	 * the thread is still in it: st_task_syscall(). */
 	__u64 sys_enter_ts;
-	__u64 sys_arg0;
-	__s32 sys_nr;        /* syscall in progress, -1 none */
+	__s32 sys_nr;
 	__u32 yields;        /* sched_yield() calls since the thread last went on CPU */
 	/* accelerator ioctl in flight */
 	__u64 accel_bytes;

@@ -128,7 +128,7 @@ static __always_inline int st_net_xfer(struct sock *sk, int ret, __u32 dir, __u6
 	else
 		/* The stamp is this call's when the thread is still in a call of
 		 * the number stamped (sys_exit may not run: tiers.cpp). */
-		e->dur_ns = ts && ts->sys_nr >= 0 && ts->sys_enter_ts > ST_SYS_TS_UNSTAMPED &&
+		e->dur_ns = ts && ts->sys_nr >= 0 && ts->sys_enter_ts &&
 					    st_task_syscall(cur, NULL) == ts->sys_nr
 				    ? now - ts->sys_enter_ts
 				    : 0;
