@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "decode/decoder.h"
 #include "pipeline/analysis.h"
@@ -369,4 +370,83 @@ TEST_CASE("windows: a CPU-only rank folds once its burst model is known, or once
   CHECK(learned.fold(job(20, true), tl, now) > 0);
   StepLedger bounded;
   CHECK(bounded.fold(job(64, false), tl, now) > 0);  // never agreeing: folded anyway, memory stays bounded
+}
+
+TEST_CASE("timeline: a finished view closes the open state in place and leaves the store as it was", "[windows]") {
+  Analysis a;
+  run_slice(a, 700, 700, 1 * kMs, 2 * kMs);  // blocked since 2 ms: an open sleep
+  auto in = header<st_sched_switch>(ST_EV_SCHED_SWITCH, 1, 1, 3 * kMs);
+  in.next_pid = 700;
+  in.next_tid = 701;
+  in.flags = ST_SWITCH_NEXT_TARGET;
+  in.prev_queue_ns = ST_QUEUE_UNKNOWN;
+  a.on_event(decoded(in));  // 701 runs from 3 ms on: an open slice
+  // Nested calls on 701: the outer one ends last, so its span comes second
+  // in arrival (end) order and first by start.
+  auto inner = header<st_accel_ioctl>(ST_EV_ACCEL_IOCTL, 700, 701, 10 * kMs);
+  inner.enter_ts = 9 * kMs;
+  inner.cmd = 1;
+  a.on_event(decoded(inner));
+  auto outer = header<st_accel_ioctl>(ST_EV_ACCEL_IOCTL, 700, 701, 12 * kMs);
+  outer.enter_ts = 4 * kMs;
+  outer.cmd = 2;
+  a.on_event(decoded(outer));
+
+  const TimelineStore before = a.timeline;
+  TimelineStore finished = a.timeline;
+  ThreadTable finished_totals = a.threads;
+  finished.finish(20 * kMs, &finished_totals);
+
+  const auto same_segs = [](const ThreadTimeline& x, const ThreadTimeline& y) {
+    if (x.segs.size() != y.segs.size()) return false;
+    for (size_t i = 0; i < x.segs.size(); ++i)
+      if (x.segs[i].start != y.segs[i].start || x.segs[i].end != y.segs[i].end || x.segs[i].state != y.segs[i].state)
+        return false;
+    return true;
+  };
+  const auto cmds = [](const ThreadTimeline& t) {
+    std::vector<uint32_t> c;
+    for (const auto& s : t.spans) c.push_back(s.cmd);
+    return c;
+  };
+  {
+    ThreadTable totals = a.threads;
+    const TimelineStore::FinishedView view(a.timeline, 20 * kMs, &totals);
+    REQUIRE(a.timeline.threads().size() == finished.threads().size());
+    for (const auto& [key, t] : a.timeline.threads()) {
+      const ThreadTimeline& f = finished.threads().at(key);
+      CHECK(same_segs(t, f));
+      CHECK(cmds(t) == cmds(f));
+      CHECK(t.max_span_ns == f.max_span_ns);
+    }
+    const ThreadTimeline* t701 = a.timeline.find(701);
+    REQUIRE(t701 != nullptr);
+    REQUIRE(!t701->segs.empty());
+    CHECK(t701->segs.back().end == 20 * kMs);  // the open slice, closed at the view's end
+    CHECK(cmds(*t701) == std::vector<uint32_t>{2, 1});  // by start
+    for (uint32_t tid : {700u, 701u})
+      CHECK(totals.find(tid)->ns(ThreadState::running) == finished_totals.find(tid)->ns(ThreadState::running));
+    CHECK(totals.find(700)->ns(ThreadState::sleeping) == 18 * kMs);
+  }
+  for (const auto& [key, t] : a.timeline.threads()) {
+    const ThreadTimeline& b = before.threads().at(key);
+    CHECK(same_segs(t, b));
+    CHECK(cmds(t) == cmds(b));
+    CHECK(t.cur == b.cur);
+    CHECK(t.cur_since == b.cur_since);
+  }
+  CHECK(cmds(*a.timeline.find(701)) == std::vector<uint32_t>{1, 2});  // arrival order again
+  CHECK(a.threads.find(700)->ns(ThreadState::sleeping) == 0);        // the live totals untouched
+  // The live state machine goes on from its open state: 701's slice ends at 25 ms.
+  auto out = header<st_sched_switch>(ST_EV_SCHED_SWITCH, 700, 701, 25 * kMs);
+  out.prev_state = 1;
+  out.flags = ST_SWITCH_PREV_TARGET;
+  out.prev_sys_nr = -1;
+  out.prev_queue_ns = ST_QUEUE_UNKNOWN;
+  a.on_event(decoded(out));
+  const ThreadTimeline* t701 = a.timeline.find(701);
+  REQUIRE(!t701->segs.empty());
+  CHECK(t701->segs.back().state == ThreadState::running);
+  CHECK(t701->segs.back().start == 3 * kMs);
+  CHECK(t701->segs.back().end == 25 * kMs);
 }

@@ -16,6 +16,9 @@
 //
 // --gate: read one byte from stdin before the timed loop, so a harness can
 // attach a tracer to an already running process and only then start the work.
+// --warmup N (ioctl): after the gate, N untimed calls, then "warm" on stdout
+// and a second gate byte before the timed loop, so a harness can measure the
+// tracer's steady state apart from its start-up (first-touch memory, first fold).
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -51,6 +54,7 @@ struct Args {
   double seconds = 1;
   std::string dev, file, out;
   bool gate = false;
+  long warmup = 0;
 };
 
 uint64_t clock_ns(clockid_t id) {
@@ -178,6 +182,12 @@ Result run_ioctl(const Args& a) {
       if (ioctl(fd, kNeuronAck, arg) != 0) ++e;
     errs += e;
   };
+  if (a.warmup > 0) {
+    body(a.warmup);
+    std::fputs("warm\n", stdout);
+    std::fflush(stdout);
+    wait_gate(a);
+  }
   uint64_t t0 = start_ns();
   std::vector<std::thread> ts;
   for (int t = 1; t < a.threads; ++t) ts.emplace_back(body, a.iters);
@@ -338,7 +348,7 @@ Result run_idle(const Args& a) {
 void usage() {
   std::fprintf(stderr,
                "usage: bench-load MODE [--iters N] [--threads T] [--cpu C] [--groups G] [--seconds S]\n"
-               "                  [--dev FILE] [--file PATH] [--gate] [--out FILE]\n"
+               "                  [--dev FILE] [--file PATH] [--gate] [--warmup N] [--out FILE]\n"
                "modes: pingpong ioctl getppid odirect tcp hackbench idle\n");
   std::exit(2);
 }
@@ -364,6 +374,7 @@ int main(int argc, char** argv) {
     else if (k == "--file") a.file = val();
     else if (k == "--out") a.out = val();
     else if (k == "--gate") a.gate = true;
+    else if (k == "--warmup") a.warmup = std::atol(val().c_str());
     else usage();
   }
   if (a.iters <= 0 || a.threads <= 0 || a.groups <= 0) usage();

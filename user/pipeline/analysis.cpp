@@ -27,11 +27,22 @@ void Analysis::on_signal_note(const nlohmann::json& note) {
 
 JobAnalysis Analysis::finish(uint64_t end_ns, const DropStats& drops) {
   timeline.finish(end_ns, &threads);
+  return analyse_closed(threads, drops, device_signals);
+}
+
+JobAnalysis Analysis::peek(uint64_t end_ns, const DropStats& drops, const signals::SignalsData* signals) {
+  ThreadTable th = threads;
+  const TimelineStore::FinishedView view(timeline, end_ns, &th);
+  return analyse_closed(th, drops, signals);
+}
+
+JobAnalysis Analysis::analyse_closed(const ThreadTable& th, const DropStats& drops,
+                                     const signals::SignalsData* signals) {
   AnalysisOptions opt = ledger.resume({});
-  opt.device_signals = device_signals;
+  opt.device_signals = signals;
   samples.sort_by_time();
   opt.samples = &samples;
-  JobAnalysis ja = analyze_job(timeline, threads, drops, opt);
+  JobAnalysis ja = analyze_job(timeline, th, drops, opt);
   ja.profile.folded = profile_folded;
   if (ledger.empty()) {
     note_remote_ranks(ja, notes);
@@ -44,17 +55,21 @@ JobAnalysis Analysis::finish(uint64_t end_ns, const DropStats& drops) {
 }
 
 uint64_t Analysis::fold(uint64_t now_ns) {
-  // The window's analysis runs on a copy: the live state machine keeps its
-  // open segments, and the copy's are closed at now_ns.
-  TimelineStore tl = timeline;
+  // The window is analysed in place, its open segments closed at now_ns
+  // for as long as `view` lives (the live state machine gets them back), and
+  // the totals of a copy of the thread table take them.
   ThreadTable th = threads;
-  tl.finish(now_ns, &th);
-  AnalysisOptions opt = ledger.resume({});
-  opt.device_signals = device_signals;
-  samples.sort_by_time();
-  opt.samples = &samples;
-  const JobAnalysis ja = analyze_job(tl, th, DropStats{}, opt);
-  const uint64_t keep_from = ledger.fold(ja, tl, now_ns);
+  uint64_t keep_from = 0;
+  JobAnalysis ja;
+  {
+    const TimelineStore::FinishedView view(timeline, now_ns, &th);
+    AnalysisOptions opt = ledger.resume({});
+    opt.device_signals = device_signals;
+    samples.sort_by_time();
+    opt.samples = &samples;
+    ja = analyze_job(timeline, th, DropStats{}, opt);
+    keep_from = ledger.fold(ja, timeline, now_ns);
+  }
   if (!keep_from) return 0;
   // Stack samples up to the earliest point a rank's next window resumes at
   // belong to folded steps (or to none): counted now, never classified again.

@@ -90,13 +90,22 @@ struct Analysis {
   // Close the window and run steps -> attribution -> verdict, over the steps
   // folded earlier and this window's.
   JobAnalysis finish(uint64_t end_ns, const DropStats& drops);
-  // A long session: analyse the window on a copy, fold the steps that are
+  // What finish() would say at end_ns, with the session going on: the window
+  // is analysed in place (TimelineStore::FinishedView), the thread totals on
+  // a copy, and nothing changes. `signals`: the device signals to join (or none).
+  JobAnalysis peek(uint64_t end_ns, const DropStats& drops, const signals::SignalsData* signals);
+  // A long session: analyse the window in place, fold the steps that are
   // over at now_ns into the ledger, and forget the timeline before them.
   // Returns the time before which the timeline was forgotten (0: nothing
   // could be folded yet, no step is over).
   uint64_t fold(uint64_t now_ns);
   // What the analysis holds, estimated from its containers.
   size_t memory_bytes() const;
+
+ private:
+  // steps -> attribution -> verdict over the closed window (timeline) and
+  // the thread totals `th`, joined with the folded steps.
+  JobAnalysis analyse_closed(const ThreadTable& th, const DropStats& drops, const signals::SignalsData* signals);
 };
 
 // Where a report's data came from, so outputs from a fleet can be told apart

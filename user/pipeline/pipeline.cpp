@@ -34,14 +34,15 @@ void Pipeline::push(const void* data, size_t len) {
   ++records_;
   ++window_records_;
   if (auto ev = decoder_.decode(data, len)) {
-    newest_ts_ = std::max<uint64_t>(newest_ts_, header_of(*ev).ts_ns);
-    reorder_.push(*ev);
+    const uint64_t ts = header_of(*ev).ts_ns;
+    newest_ts_ = std::max<uint64_t>(newest_ts_, ts);
+    reorder_.push(*ev, ts);
   }
 }
 
 void Pipeline::advance() {
-  reorder_.release([this](const Event& e) {
-    released_ts_ = header_of(e).ts_ns;
+  reorder_.release([this](const Event& e, uint64_t ts) {
+    released_ts_ = ts;
     analysis_.on_event(e);
   });
   maybe_fold();
@@ -69,6 +70,7 @@ void Pipeline::maybe_fold() {
   if (fold_guard_) fold_guard_(false);
   if (!over) return;
   ++cap_hits_;
+  if (analysis_.memory_bytes() > policy_.max_memory_bytes) analysis_.timeline.give_back_room();
   if (analysis_.memory_bytes() > policy_.max_memory_bytes) {
     // The window alone is over the cap (a storm of threads, or no step ends):
     // its detail goes; the steps open in it are lost, and the report says so.
@@ -90,8 +92,8 @@ WindowStats Pipeline::window_stats() const {
 }
 
 void Pipeline::flush() {
-  reorder_.flush([this](const Event& e) {
-    released_ts_ = header_of(e).ts_ns;
+  reorder_.flush([this](const Event& e, uint64_t ts) {
+    released_ts_ = ts;
     analysis_.on_event(e);
   });
 }

@@ -139,11 +139,8 @@ ProcThreadNow parse_proc_thread(const std::string& stat, const std::string& sysc
 
 double HangWatch::threshold_s() const { return std::max(opt_.floor_s, opt_.factor * p99_s_); }
 
-void HangWatch::probe(uint64_t now_ns, const Analysis& live) {
-  Analysis copy = live;
-  copy.device_signals = nullptr;
-  const JobAnalysis ja = copy.finish(now_ns, DropStats{});
-  observe(ja);
+void HangWatch::probe(uint64_t now_ns, Analysis& live) {
+  observe(live.peek(now_ns, DropStats{}, nullptr));
 }
 
 void HangWatch::observe(const JobAnalysis& ja) {
@@ -234,7 +231,7 @@ bool HangWatch::probe_due(uint64_t now_ns) const {
   return open_ || (stalled && now_ns >= next_probe_ns_);
 }
 
-std::optional<HangReport> HangWatch::check(uint64_t now_ns, const Analysis& live, const SysRoot& root) {
+std::optional<HangReport> HangWatch::check(uint64_t now_ns, Analysis& live, const SysRoot& root) {
   if (!probe_due(now_ns)) return std::nullopt;
   next_check_ns_ = now_ns + kSecond;
   const uint64_t threshold = static_cast<uint64_t>(threshold_s() * 1e9);

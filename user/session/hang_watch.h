@@ -33,7 +33,7 @@ class HangWatch {
   void set_floor(double s) { opt_.floor_s = s; }  // a reloaded configuration
   // A hang found now (reported once), or nothing. Progress after a hang
   // closes it (ended_ns set in done()).
-  std::optional<HangReport> check(uint64_t now_ns, const Analysis& live, const SysRoot& root);
+  std::optional<HangReport> check(uint64_t now_ns, Analysis& live, const SysRoot& root);
   // At the end of tracing: an open hang whose steps went on before the end
   // (between the last check and the end) is closed at the first step end after it.
   void close(const JobAnalysis& final_analysis);
@@ -47,7 +47,7 @@ class HangWatch {
   double threshold_s() const;
 
  private:
-  void probe(uint64_t now_ns, const Analysis& live);
+  void probe(uint64_t now_ns, Analysis& live);
   HangReport describe(uint64_t now_ns, const Analysis& live, const SysRoot& root) const;
 
   HangOptions opt_;

@@ -211,10 +211,25 @@ namespace {
 // Erase the prefix of v (in time order by `end_of`) that ended before ts.
 template <typename V, typename F>
 void erase_ended(V& v, uint64_t ts, F end_of) {
+  const size_t used = v.size();  // what the window that ends here held
   auto it = std::find_if(v.begin(), v.end(), [&](const auto& x) { return end_of(x) >= ts; });
   v.erase(v.begin(), it);
-  // What was forgotten goes back to the allocator (and out of memory_bytes()).
-  if (v.capacity() > 64 && v.size() < v.capacity() / 4) v.shrink_to_fit();
+  // What was forgotten goes back to the allocator (and out of memory_bytes())
+  // once a window used under half of the room: a thread as busy as in the
+  // last window fills it again, and memory given back and grown again is
+  // memory the kernel zeroes again (most of a busy consumer's CPU, B5).
+  // Room a window never touched costs no RSS (HugeBlockAllocator maps lazily).
+  if (v.capacity() > 64 && used < v.capacity() / 2) {
+    V kept;
+    kept.reserve(std::max<size_t>(used, 64));
+    kept.insert(kept.end(), v.begin(), v.end());
+    v.swap(kept);
+  }
+}
+
+template <typename V>
+void shrink_room(V& v) {
+  if (v.capacity() > 64 && v.size() < v.capacity() / 2) v.shrink_to_fit();
 }
 
 }  // namespace
@@ -248,6 +263,16 @@ void TimelineStore::forget_before(uint64_t ts) {
   }
 }
 
+void TimelineStore::give_back_room() {
+  for (auto& [key, t] : threads_) {
+    shrink_room(t.segs);
+    shrink_room(t.spans);
+    shrink_room(t.block);
+    shrink_room(t.markers);
+    shrink_room(t.steals);
+  }
+}
+
 size_t TimelineStore::entries() const {
   size_t n = 0;
   for (const auto& [key, t] : threads_)
@@ -264,6 +289,16 @@ size_t TimelineStore::memory_bytes() const {
   return n;
 }
 
+namespace {
+const auto span_by_start = [](const Span& a, const Span& b) { return a.start < b.start; };
+
+void note_longest(ThreadTimeline& t) {
+  t.max_span_ns = t.max_block_ns = 0;
+  for (const auto& s : t.spans) t.max_span_ns = std::max(t.max_span_ns, s.end - s.start);
+  for (const auto& b : t.block) t.max_block_ns = std::max(t.max_block_ns, b.end - b.start);
+}
+}  // namespace
+
 void TimelineStore::finish(uint64_t end_ns, ThreadTable* totals) {
   for (auto& [key, t] : threads_) {
     if (t.cur != ThreadState::unknown && t.cur != ThreadState::dead) {
@@ -272,12 +307,45 @@ void TimelineStore::finish(uint64_t end_ns, ThreadTable* totals) {
     }
     // Spans arrive in end order, which is start order too unless calls nest
     // (an uprobe span around its ioctls): a thread of ioctls alone skips the sort.
-    const auto by_start = [](const Span& a, const Span& b) { return a.start < b.start; };
-    if (!std::is_sorted(t.spans.begin(), t.spans.end(), by_start))
-      std::stable_sort(t.spans.begin(), t.spans.end(), by_start);
-    t.max_span_ns = t.max_block_ns = 0;
-    for (const auto& s : t.spans) t.max_span_ns = std::max(t.max_span_ns, s.end - s.start);
-    for (const auto& b : t.block) t.max_block_ns = std::max(t.max_block_ns, b.end - b.start);
+    if (!std::is_sorted(t.spans.begin(), t.spans.end(), span_by_start))
+      std::stable_sort(t.spans.begin(), t.spans.end(), span_by_start);
+    note_longest(t);
+  }
+}
+
+TimelineStore::FinishedView::FinishedView(TimelineStore& store, uint64_t end_ns, ThreadTable* totals)
+    : store_(store) {
+  undo_.reserve(store.threads_.size());
+  for (auto& [key, t] : store.threads_) {
+    Undo u;
+    u.key = key;
+    u.cur_since = t.cur_since;
+    u.pending = t.pending;
+    if (t.cur != ThreadState::unknown && t.cur != ThreadState::dead) {
+      const size_t before = t.segs.size();
+      store.move_to(t, t.cur, end_ns, totals);
+      u.pushed = t.segs.size() > before;
+    }
+    if (!std::is_sorted(t.spans.begin(), t.spans.end(), span_by_start)) {
+      // Nested calls (rare: uprobe spans around ioctls) keep a copy in arrival order.
+      u.spans = t.spans;
+      u.resorted = true;
+      std::stable_sort(t.spans.begin(), t.spans.end(), span_by_start);
+    }
+    note_longest(t);
+    undo_.push_back(std::move(u));
+  }
+}
+
+TimelineStore::FinishedView::~FinishedView() {
+  for (auto& u : undo_) {
+    auto it = store_.threads_.find(u.key);
+    if (it == store_.threads_.end()) continue;  // cannot happen: nothing changes the store while a view is open
+    ThreadTimeline& t = it->second;
+    if (u.pushed) t.segs.pop_back();
+    t.cur_since = u.cur_since;
+    t.pending = u.pending;
+    if (u.resorted) t.spans.swap(u.spans);
   }
 }
 

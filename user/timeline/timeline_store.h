@@ -97,6 +97,31 @@ class TimelineStore {
   void on_event(const Event& e, ThreadTable* totals = nullptr);
   void finish(uint64_t end_ns, ThreadTable* totals = nullptr);
 
+  // finish() on the live store for as long as the view lives, undone when it
+  // goes: a fold analyses the window in place. A copy of the window would be
+  // tens of MiB of fresh memory at every fold, and the kernel zeroing those
+  // pages was most of a busy consumer's CPU. Nothing may change the store
+  // while a view is open.
+  class FinishedView {
+   public:
+    FinishedView(TimelineStore& store, uint64_t end_ns, ThreadTable* totals);
+    ~FinishedView();
+    FinishedView(const FinishedView&) = delete;
+    FinishedView& operator=(const FinishedView&) = delete;
+
+   private:
+    struct Undo {
+      uint64_t key = 0;
+      uint64_t cur_since = 0;
+      StateSeg pending;
+      bool pushed = false;      // finish() appended the open segment
+      bool resorted = false;    // the spans were re-sorted by start: `spans` holds them in arrival order
+      TimelineVector<Span> spans;
+    };
+    TimelineStore& store_;
+    std::vector<Undo> undo_;
+  };
+
   // Keyed by thread_key(): the live thread of a tid under the tid itself,
   // an earlier thread whose tid was reused under a retired key. Read the
   // tid from the entry, never from the key.
@@ -118,6 +143,10 @@ class TimelineStore {
   // and parents of processes with no thread left. A windowed analysis calls
   // it once the steps before ts are folded, so the store holds a window.
   void forget_before(uint64_t ts);
+  // forget_before() keeps the room a thread's last window filled (the next
+  // one will likely fill it again); this gives back all room beyond twice
+  // what each vector holds, for the memory cap.
+  void give_back_room();
   // Entries held (segments + spans + block requests + markers), for the
   // memory estimate.
   size_t entries() const;
