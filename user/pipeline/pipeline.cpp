@@ -9,8 +9,8 @@
 namespace steptrace {
 
 void Pipeline::push(const void* data, size_t len) {
+  st_event_header h{};
   if (len >= sizeof(st_event_header)) {
-    st_event_header h;
     std::memcpy(&h, data, sizeof(h));
     if (observer_) observer_(h, data, len);
     // Userspace's own facts: not events in time, so not reordered or decoded,
@@ -34,7 +34,7 @@ void Pipeline::push(const void* data, size_t len) {
   ++records_;
   ++window_records_;
   if (auto ev = decoder_.decode(data, len)) {
-    const uint64_t ts = header_of(*ev).ts_ns;
+    const uint64_t ts = h.ts_ns;  // decoded: the record held a whole header, the event's own
     newest_ts_ = std::max<uint64_t>(newest_ts_, ts);
     reorder_.push(*ev, ts);
   }
