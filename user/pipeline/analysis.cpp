@@ -36,13 +36,17 @@ JobAnalysis Analysis::peek(uint64_t end_ns, const DropStats& drops, const signal
   return analyse_closed(th, drops, signals);
 }
 
-JobAnalysis Analysis::analyse_closed(const ThreadTable& th, const DropStats& drops,
-                                     const signals::SignalsData* signals) {
+AnalysisOptions Analysis::window_options(const signals::SignalsData* signals) {
   AnalysisOptions opt = ledger.resume({});
   opt.device_signals = signals;
   samples.sort_by_time();
   opt.samples = &samples;
-  JobAnalysis ja = analyze_job(timeline, th, drops, opt);
+  return opt;
+}
+
+JobAnalysis Analysis::analyse_closed(const ThreadTable& th, const DropStats& drops,
+                                     const signals::SignalsData* signals) {
+  JobAnalysis ja = analyze_job(timeline, th, drops, window_options(signals));
   ja.profile.folded = profile_folded;
   if (ledger.empty()) {
     note_remote_ranks(ja, notes);
@@ -63,11 +67,7 @@ uint64_t Analysis::fold(uint64_t now_ns) {
   JobAnalysis ja;
   {
     const TimelineStore::FinishedView view(timeline, now_ns, &th);
-    AnalysisOptions opt = ledger.resume({});
-    opt.device_signals = device_signals;
-    samples.sort_by_time();
-    opt.samples = &samples;
-    ja = analyze_job(timeline, th, DropStats{}, opt);
+    ja = analyze_job(timeline, th, DropStats{}, window_options(device_signals));
     keep_from = ledger.fold(ja, timeline, now_ns);
   }
   if (!keep_from) return 0;

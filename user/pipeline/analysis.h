@@ -103,6 +103,9 @@ struct Analysis {
   size_t memory_bytes() const;
 
  private:
+  // The options of this window's analysis: each folded rank resumes at its
+  // cut, the device signals given and the stack samples (sorted here).
+  AnalysisOptions window_options(const signals::SignalsData* signals);
   // steps -> attribution -> verdict over the closed window (timeline) and
   // the thread totals `th`, joined with the folded steps.
   JobAnalysis analyse_closed(const ThreadTable& th, const DropStats& drops, const signals::SignalsData* signals);
