@@ -21,6 +21,7 @@
 #include "export/outputs.h"
 #include "export/report_diff.h"
 #include "session/top_command.h"
+#include "session/tracer_scheduling.h"
 #include "loader/preflight.h"
 #include "export/summary.h"
 #include "multinode/job_cut.h"
@@ -269,7 +270,13 @@ int job_status_or(const Options& o, const SessionReport& r, int fallback) {
   return fallback;
 }
 
+// Before any thread exists: steptrace's threads inherit it (session/tracer_scheduling.h).
+void set_own_sched(const Options& o) {
+  set_tracer_sched(o.sched == "normal" ? TracerSched::normal : TracerSched::batch);
+}
+
 int cmd_top(Options o) {
+  set_own_sched(o);
   install_stop_handlers();
   become_subreaper(o);
   auto report = run_top(o, &g_signal);
@@ -281,6 +288,7 @@ int cmd_top(Options o) {
 }
 
 int cmd_trace(Options o) {
+  set_own_sched(o);
   install_stop_handlers();
   become_subreaper(o);
 

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,10 +55,15 @@ fs::path temp_dir() {
   return tmpl;
 }
 
-pid_t spawn(const std::vector<std::string>& argv, const fs::path& out) {
+// `policy`: the scheduling policy steptrace is started under (-1: the test's).
+pid_t spawn(const std::vector<std::string>& argv, const fs::path& out, int policy = -1) {
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
+    if (policy >= 0) {
+      sched_param p{};
+      if (::sched_setscheduler(0, policy, &p) != 0) _exit(126);
+    }
     int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
@@ -199,6 +205,52 @@ TEST_CASE("lifecycle: --keep-running ends tracing and leaves the job running", "
   CHECK_FALSE(fs::exists(dir / "rank0.ckpt"));
   for (pid_t p : ranks) ::kill(p, SIGKILL);
   fs::remove_all(dir);
+}
+
+// steptrace's threads run as SCHED_BATCH (a drain's wake-up never preempts a
+// rank); the job it launches runs under the policy steptrace was started
+// with; --sched normal, and a policy chosen with chrt, are kept.
+TEST_CASE("lifecycle: steptrace runs as SCHED_BATCH and the job under the policy steptrace was started with",
+          "[root][lifecycle]") {
+  steptrace::test::require_root();
+  struct Case {
+    const char* name;
+    std::vector<std::string> flags;
+    int start_policy, tracer_policy, job_policy;
+  };
+  const std::vector<Case> cases = {{"default", {}, SCHED_OTHER, SCHED_BATCH, SCHED_OTHER},
+                                   {"--sched normal", {"--sched", "normal"}, SCHED_OTHER, SCHED_OTHER, SCHED_OTHER},
+                                   {"started under SCHED_IDLE", {}, SCHED_IDLE, SCHED_IDLE, SCHED_IDLE}};
+  for (const auto& c : cases) {
+    DYNAMIC_SECTION(c.name) {
+      auto dir = temp_dir();
+      auto launcher = write_launcher(dir);
+      // sample: a second thread (the symbol worker) is started after the policy is set.
+      std::vector<std::string> argv = {kBin, "run", "--collectors", "sched,sample", "-d", "2"};
+      argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+      argv.insert(argv.end(), {"--", launcher});
+      pid_t st = spawn(argv, dir / "out.txt", c.start_policy);
+      auto ranks = rank_pids(dir);
+      int threads = 0;
+      for (const auto& t : fs::directory_iterator("/proc/" + std::to_string(st) + "/task")) {
+        const pid_t tid = std::stoi(t.path().filename().string());
+        const int policy = ::sched_getscheduler(tid);
+        if (policy < 0) continue;  // gone meanwhile
+        ++threads;
+        INFO("steptrace thread " << tid);
+        CHECK((policy & ~SCHED_RESET_ON_FORK) == c.tracer_policy);
+      }
+      CHECK(threads >= 2);
+      for (pid_t r : ranks) {
+        INFO("rank " << r);
+        CHECK((::sched_getscheduler(r) & ~SCHED_RESET_ON_FORK) == c.job_policy);
+      }
+      int rc = wait_exit(st, 30);
+      INFO(slurp(dir / "out.txt"));
+      CHECK(rc == 128 + SIGTERM);  // the end of -d, as above
+      fs::remove_all(dir);
+    }
+  }
 }
 
 #ifdef TRAINSIM_BIN

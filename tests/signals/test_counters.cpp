@@ -342,3 +342,66 @@ TEST_CASE("numa: nodes and Neuron devices in bus order are read from a fake sysf
   CHECK_FALSE(none.multi_node());
   CHECK(none.device_node.empty());
 }
+
+// The session's drain sleeps up to 100 ms; the sampler asks for its own
+// ticks. Nothing is due on a host without devices (looking for them rides on
+// the drains); every 10 ms while a datastore is being attached or is read;
+// after the attach gives up, only the sysfs metrics' low rate.
+TEST_CASE("device signals: a sample is due every 10 ms while a datastore is read or being attached, never without devices",
+          "[signals]") {
+  std::string dir = temp_dir();
+  const uint64_t t0 = 1'000'000'000ull, ms = 1'000'000;
+  {
+    SignalsConfig none;
+    none.sysfs_root = dir + "/sys";
+    none.dev_root = dir + "/no-dev";
+    DeviceSignals sig(none);
+    CHECK(sig.next_due_ns() == UINT64_MAX);  // before the first tick
+    sig.tick(t0, {100});
+    CHECK(sig.next_due_ns() == UINT64_MAX);
+  }
+  put(dir + "/dev/neuron0", "");
+  CountingOps ops;
+  std::memcpy(ops.slab.data(), "nds", 4);
+  ops.owner = 100;
+  ops.owner_dev = dir + "/dev/neuron0";
+  ops.owner_from_ns = t0 + 50 * ms;
+  SignalsConfig cfg;
+  cfg.sysfs_root = dir + "/sys";
+  cfg.dev_root = dir + "/dev";
+  cfg.ops = &ops;
+  cfg.attach_give_up_ns = 2'000'000'000ull;
+  {
+    DeviceSignals sig(cfg);
+    // Not attached yet (the rank has no datastore until t0 + 50 ms): retried every 10 ms.
+    ops.now = t0;
+    sig.tick(t0, {100});
+    CHECK(sig.data().pid_device.empty());
+    CHECK(sig.next_due_ns() == t0 + 10 * ms);
+    // Ticks when asked: attached as soon as the datastore exists, then read every 10 ms.
+    uint64_t t = t0;
+    while (sig.data().pid_device.empty() && t < t0 + 200 * ms) {
+      t = sig.next_due_ns();
+      ops.now = t;
+      sig.tick(t, {100});
+    }
+    REQUIRE(sig.data().pid_device.count(100));
+    CHECK(t - ops.owner_from_ns <= 10 * ms);
+    CHECK(sig.next_due_ns() == t + 10 * ms);
+  }
+  {
+    // A process that never gets a datastore: due every 10 ms until the attach
+    // gives up, then only at the sysfs metrics' interval.
+    DeviceSignals sig(cfg);
+    ops.now = t0;
+    sig.tick(t0, {200});
+    CHECK(sig.next_due_ns() == t0 + 10 * ms);
+    const uint64_t late = t0 + cfg.attach_give_up_ns + 100 * ms;
+    ops.now = late;
+    sig.tick(late, {200});
+    CHECK(sig.data().pid_device.empty());
+    CHECK(sig.next_due_ns() > late + 10 * ms);
+    CHECK(sig.next_due_ns() <= late + cfg.sysfs_interval_ns);
+  }
+  fs::remove_all(dir);
+}

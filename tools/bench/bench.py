@@ -980,7 +980,8 @@ class Bench:
                 return r
 
             v, rep, _ = self.with_attach([idle.pid], [], fn)
-            v100, _, _ = self.with_attach([idle.pid], ["--drain-ms", "100"], fn)
+            # the drain interval before 100 ms became the default
+            v10, _, _ = self.with_attach([idle.pid], ["--drain-ms", "10"], fn)
         finally:
             idle.kill()
             idle.wait()
@@ -988,7 +989,7 @@ class Bench:
         ring = rep["tracer"]["ring_mib"] if rep else 64
         res = {"idle": {"seconds": secs, "cpu_share": v["cpu_share"], "steady_cpu_share": v.get("steady_cpu_share"),
                         **{k + "_kib": x for k, x in v["mem"].items()}},
-               "idle_drain100": {"cpu_share": v100["cpu_share"]},
+               "idle_drain10": {"cpu_share": v10["cpu_share"]},
                "ring_mib": ring}
         if under:
             res["under_b7"] = {
@@ -1010,12 +1011,14 @@ class Bench:
         c = json.loads(subprocess.run([self.capstat, cap, "--self", str(s["steptrace_pid"])], check=True,
                                       capture_output=True, text=True).stdout)
         out["job"] = c
-        # the same with a 100 ms drain: steptrace wakes (and preempts the job) 10x less often
-        cap3 = os.path.join(self.work, "b10-job-100ms.stcap")
-        s3 = self.trainsim_traced(10, 6 if self.a.quick else 40, record=cap3, st_opts=["--drain-ms", "100"])
-        out["job_drain100"] = json.loads(subprocess.run([self.capstat, cap3, "--self", str(s3["steptrace_pid"])],
-                                                        check=True, capture_output=True, text=True).stdout)
-        out["job_drain100"]["dropped"] = s3["dropped"]
+        # the same with the defaults before 12-06 (a 10 ms drain, SCHED_OTHER):
+        # steptrace woke 10x as often
+        cap3 = os.path.join(self.work, "b10-job-old.stcap")
+        s3 = self.trainsim_traced(10, 6 if self.a.quick else 40, record=cap3,
+                                  st_opts=["--drain-ms", "10", "--sched", "normal"])
+        out["job_old_defaults"] = json.loads(subprocess.run([self.capstat, cap3, "--self", str(s3["steptrace_pid"])],
+                                                            check=True, capture_output=True, text=True).stdout)
+        out["job_old_defaults"]["dropped"] = s3["dropped"]
         self.check("B10 capture readable and complete", not c["truncated"] and c["records"] == c["trailer_records"],
                    json.dumps(c)[:300])
         # What steptrace adds is among what names it: one added per slice,
@@ -1210,7 +1213,8 @@ def build_table(res, env, quick):
         row("B9", "steptrace idle (attached, target asleep)", f"{100 * i['cpu_share']:.3f}% of a core",
             f"RSS {i.get('VmRSS_kib', 0) / 1024:.1f} MiB", f"anon {i.get('RssAnon_kib', 0) / 1024:.1f} MiB",
             f"shmem(ring) {i.get('RssShmem_kib', 0) / 1024:.1f} MiB",
-            f"--drain-ms 100: {100 * s['idle_drain100']['cpu_share']:.3f}%"
+            (f"--drain-ms 10: {100 * s['idle_drain10']['cpu_share']:.3f}%" if "idle_drain10" in s
+             else f"--drain-ms 100: {100 * s['idle_drain100']['cpu_share']:.3f}%")
             + (f"; the next {i['seconds']} s: {100 * i['steady_cpu_share']:.3f}%" if i.get("steady_cpu_share") is not None
                else ""), 1)
         if "under_b7" in s:
@@ -1220,11 +1224,15 @@ def build_table(res, env, quick):
                 f"shmem(ring) {u['rss_shmem_kib_max'] / 1024:.1f} MiB", f"max {100 * u['cpu_share_max']:.2f}%", "")
     if "B10" in R:
         for k, what in (("job", "self-caused records, run -- trainsim"),
-                        ("job_drain100", "same, --drain-ms 100"), ("all", "self-caused records, --all")):
+                        ("job_drain100", "same, --drain-ms 100"),
+                        ("job_old_defaults", "same, --drain-ms 10 --sched normal (the defaults before 12-06)"),
+                        ("all", "self-caused records, --all")):
             c = R["B10"].get(k)
             if not c:
                 continue
             caused = (f"{c['caused_records']} caused = {100 * c['caused_share']:.3f}%" if "caused_records" in c else "")
+            if "caused_records_if_runnable" in c:
+                caused += f" ({c['caused_records_if_runnable']} if every next thread was runnable)"
             row("B10", what, f"{c['records']} records", f"{c['self_records']} name steptrace",
                 f"{100 * c['self_share']:.3f}%", caused, json.dumps(c["self_by_kind"]), "")
 

@@ -9,11 +9,15 @@
 // subject is steptrace). "caused_records": the records that would not exist
 // had steptrace not run, which is what the self-caused target means:
 //  - a slice of a steptrace thread on a CPU is entered by a switch from a
-//    target X (recorded) and left by a switch to a target Y (recorded); had
-//    steptrace not run, X -> Y (or X -> idle, idle -> Y) would be recorded
-//    anyway, so a slice adds one record when both ends are recorded and none
-//    when one is (steptrace woke on an idle CPU or left it idle), and two
-//    when X was preempted by it (X would not have left its CPU at all);
+//    target X (recorded) and left by a switch to a target Y (recorded). Had
+//    steptrace not run, X -> Y would be one record where the slice made two:
+//    it adds one record when both ends are recorded, and none when one is
+//    (steptrace woke on an idle CPU or left it idle). It adds none either
+//    when Y was woken during the slice: Y was not runnable when X left, so
+//    the CPU would have gone X -> idle -> Y, two records as well. It adds
+//    two when X was preempted by it (X would not have left its CPU at all).
+//    "caused_records_if_runnable" is the count that assumes Y was always
+//    runnable (the estimate before the wake-up check).
 //  - a wakeup whose waker is steptrace adds a record unless the wakee slept
 //    in nanosleep/clock_nanosleep: those end by a timer interrupt, which
 //    the kernel charges to whatever task is current (419 of 420 such
@@ -58,7 +62,10 @@ int main(int argc, char** argv) {
     uint32_t cpu;
     bool in;       // a target left its CPU to steptrace
     bool preempt;  // ... while still runnable
+    uint32_t next_tid;  // left to (a switch out of steptrace)
   };
+  // Every recorded wake-up's time, by the woken thread.
+  std::map<uint32_t, std::vector<uint64_t>> wakeups_of;
   std::vector<SelfSwitch> self_switches;
   auto r = read_capture(argv[1], [&](const void* d, size_t n) {
     ++total;
@@ -80,17 +87,18 @@ int main(int argc, char** argv) {
       std::memcpy(&e, d, std::min<size_t>(n, sizeof(e)));
       if (h.pid == self) {
         ++in_from_self;
-        self_switches.push_back({h.ts_ns, h.cpu, false, false});
+        self_switches.push_back({h.ts_ns, h.cpu, false, false, e.next_tid});
       } else if (e.next_pid == self) {
         bool pre = (e.flags & ST_SWITCH_PREEMPT) != 0;
         ++(pre ? preempted_by_self : blocked_to_self);
-        self_switches.push_back({h.ts_ns, h.cpu, true, pre});
+        self_switches.push_back({h.ts_ns, h.cpu, true, pre, 0});
         ++entered_tid[std::to_string(e.next_tid)];
       }
       mine = mine || e.next_pid == self;
     } else if (h.kind == ST_EV_SCHED_WAKEUP && n >= sizeof(st_sched_wakeup)) {
       st_sched_wakeup e;
       std::memcpy(&e, d, sizeof(e));
+      wakeups_of[h.tid].push_back(h.ts_ns);
       if (h.pid != self && e.waker_pid == self) {
         ++woken_by_self;
         ++woken_in_sys[std::to_string(e.wakee_sys_nr)];
@@ -114,12 +122,26 @@ int main(int argc, char** argv) {
   // Slices of steptrace threads, per CPU in time order (see the top).
   std::stable_sort(self_switches.begin(), self_switches.end(),
                    [](const SelfSwitch& a, const SelfSwitch& b) { return a.cpu != b.cpu ? a.cpu < b.cpu : a.ts < b.ts; });
-  uint64_t caused_switches = 0;
+  for (auto& [tid, ts] : wakeups_of) std::sort(ts.begin(), ts.end());
+  // Whether `tid` was woken in (from, to].
+  auto woken_in = [&](uint32_t tid, uint64_t from, uint64_t to) {
+    auto it = wakeups_of.find(tid);
+    if (it == wakeups_of.end()) return false;
+    auto w = std::upper_bound(it->second.begin(), it->second.end(), from);
+    return w != it->second.end() && *w <= to;
+  };
+  uint64_t caused_switches = 0, caused_if_runnable = 0, slices_to_a_wakee = 0;
   for (size_t i = 0; i < self_switches.size(); ++i) {
     const auto& a = self_switches[i];
     if (!a.in) continue;  // left without a recorded entry: it woke on an idle CPU
     bool closed = i + 1 < self_switches.size() && self_switches[i + 1].cpu == a.cpu && !self_switches[i + 1].in;
-    caused_switches += a.preempt ? (closed ? 2 : 1) : (closed ? 1 : 0);
+    const uint64_t if_runnable = a.preempt ? (closed ? 2 : 1) : (closed ? 1 : 0);
+    caused_if_runnable += if_runnable;
+    if (!a.preempt && closed && woken_in(self_switches[i + 1].next_tid, a.ts, self_switches[i + 1].ts)) {
+      ++slices_to_a_wakee;  // X -> idle -> Y without steptrace: nothing added
+      continue;
+    }
+    caused_switches += if_runnable;
   }
   uint64_t caused = caused_switches + caused_wakeups + subject_self;
   nlohmann::json kinds = nlohmann::json::object(), mine = nlohmann::json::object();
@@ -141,6 +163,7 @@ int main(int argc, char** argv) {
                       {"self_share", total ? double(self_total) / double(total) : 0.0},
                       {"caused_records", caused},
                       {"caused_share", total ? double(caused) / double(total) : 0.0},
+                      {"caused_records_if_runnable", caused_if_runnable + caused_wakeups + subject_self},
                       {"by_kind", kinds},
                       {"self_by_kind", mine},
                       {"self_detail",
@@ -150,6 +173,7 @@ int main(int argc, char** argv) {
                         {"target_woken_by_steptrace", woken_by_self},
                         {"steptrace_subject", subject_self},
                         {"caused_by_slices", caused_switches},
+                        {"slices_to_a_wakee", slices_to_a_wakee},
                         {"caused_wakeups", caused_wakeups},
                         {"woken_in_syscall", woken_in_sys},
                         {"woken_by_tid", woken_by_tid},

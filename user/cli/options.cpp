@@ -183,12 +183,17 @@ void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::ve
                   "devices are found by the infiniband_verbs major without it.");
   app->add_option("--ring-mib", o.ring_mib, "Ring buffer size in MiB (power of two, default 8)")->check(CLI::Range(1, 1024));
   app->add_option("--drain-ms", o.drain_ms,
-                  "Ring buffer drain interval in ms while records come (idle: 500 ms, woken by the next record)")
+                  "Ring buffer drain interval in ms while records come (default 100; a ring --ring-wake-pct full wakes "
+                  "it early; idle: 500 ms, woken by the next record; device counters keep their own 10 ms clock)")
       ->check(CLI::Range(1, 1000));
   app->add_option("--ring-wake-pct", o.ring_wake_pct,
                   "Wake the drain early when the ring is this full, in % (default 25; 0: drain only on the timer)")
       ->check(CLI::Range(0, 99));
   app->add_option("--collectors", collectors, "Comma list: sched,block,net,accel,uprobe,steal,sample,all");
+  app->add_option("--sched", o.sched,
+                  "steptrace's own scheduling policy: batch (default: its wake-ups never preempt the job's threads) or "
+                  "normal (SCHED_OTHER); a policy steptrace was started under with chrt is kept")
+      ->check(CLI::IsMember({"batch", "normal"}));
   app->add_option("--sample-hz", o.sample_hz,
                   "On-CPU stack samples per CPU per second for the 'in which code' profile (default 49; 0: off)")
       ->check(CLI::Range(0u, 1000u));

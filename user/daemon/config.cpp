@@ -37,6 +37,9 @@ void add_flags(CLI::App& app, DaemonConfig& c) {
   app.add_option("--window", c.window_s, "Analysis window in seconds (steps crossing a window edge are cut)");
   app.add_option("--scan-ms", c.scan_ms, "Discovery interval: scan /proc/*/fd for accelerator users");
   app.add_option("--drain-ms", c.drain_ms, "Ring buffer drain interval in ms");
+  app.add_option("--sched", c.sched,
+                 "The daemon's own scheduling policy: batch (default: its wake-ups never preempt the job's threads) "
+                 "or normal (SCHED_OTHER)");
   app.add_option("--ring-mib", c.ring_mib, "Ring buffer size in MiB (power of two)");
   app.add_option("--collectors", c.collectors, "Comma list: sched,block,net,accel,uprobe,steal,all");
   app.add_option("--accel-dev", c.accel_devs, "Accelerator device file (repeatable; Neuron devices are found by major)");
@@ -132,6 +135,7 @@ Result<Ok> apply_config_toml(const std::string& text, const std::string& origin,
         {"window_seconds", dbl(c.window_s)},
         {"scan_ms", u32(c.scan_ms)},
         {"drain_ms", u32(c.drain_ms)},
+        {"sched", str(c.sched)},
         {"ring_mib", u32(c.ring_mib)},
         {"collectors", str(c.collectors)},
         {"accel_devs", strs(c.accel_devs)},
@@ -208,6 +212,8 @@ Result<Ok> validate(const DaemonConfig& c) {
   if (!(c.window_s >= 1 && c.window_s <= 3600)) return make_error("window_seconds must be within 1..3600");
   if (c.scan_ms < 50 || c.scan_ms > 60'000) return make_error("scan_ms must be within 50..60000");
   if (c.drain_ms < 1 || c.drain_ms > 1000) return make_error("drain_ms must be within 1..1000");
+  if (c.sched != "batch" && c.sched != "normal")
+    return make_error(fmt::format("sched '{}': expected batch or normal", c.sched));
   if (c.ring_mib == 0 || c.ring_mib > 1024 || (c.ring_mib & (c.ring_mib - 1)))
     return make_error(fmt::format("ring_mib {} must be a power of two up to 1024", c.ring_mib));
   if (auto s = parse_subsystems(c.collectors); !s) return s.error();

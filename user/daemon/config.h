@@ -31,6 +31,7 @@ struct DaemonConfig {
   double window_s = 10;                // analysis window (steps crossing an edge are cut)
   uint32_t scan_ms = 1000;             // /proc/*/fd discovery interval
   uint32_t drain_ms = 10;
+  std::string sched = "batch";         // the daemon's own policy (session/tracer_scheduling.h)
   uint32_t ring_mib = 16;
   std::string collectors = "all";
   std::vector<std::string> accel_devs;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "daemon/daemon.h"
+#include "session/tracer_scheduling.h"
 #include "util/log.h"
 #include "util/sys_root.h"
 
@@ -204,6 +205,8 @@ int daemon_main(int argc, char** argv) {
     if (!cfg.error().message.empty()) fmt::print(stderr, "steptrace daemon: {}\n", cfg.error().message);
     return cfg.error().message.empty() ? code : 2;
   }
+  // Before any thread exists: the daemon's threads inherit it (session/tracer_scheduling.h).
+  set_tracer_sched(cfg->sched == "normal" ? TracerSched::normal : TracerSched::batch);
   struct sigaction sa {};
   sa.sa_handler = on_stop;
   sigaction(SIGINT, &sa, nullptr);

@@ -29,8 +29,8 @@ namespace steptrace {
 // one wake-up per this many ms (a -d end or a stop is still kept on time).
 inline constexpr uint32_t kIdleDrainMs = 500;
 // How long drains must find nothing before the sleep grows: a job between
-// two bursts of a step is not idle, and the device counters (NDS, EFA) are
-// sampled at each drain, so a training job must keep the drain interval.
+// two bursts of a step is not idle. (The device counters keep their own
+// clock: the caller's deadline, signals::DeviceSignals::next_due_ns.)
 inline constexpr uint32_t kIdleAfterMs = 1000;
 
 class DrainWait {

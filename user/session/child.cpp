@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "session/tracer_scheduling.h"
+
 namespace steptrace {
 
 Result<GatedChild> GatedChild::spawn(const std::vector<std::string>& argv, int out_fd, int err_fd) {
@@ -40,6 +42,7 @@ Result<GatedChild> GatedChild::spawn(const std::vector<std::string>& argv, int o
     if (n != 1) _exit(127);  // the tracer gave up before releasing us
     if (out_fd >= 0 && out_fd != 1) ::dup2(out_fd, 1);
     if (err_fd >= 0 && err_fd != 2) ::dup2(err_fd, 2);
+    restore_start_sched();  // the job runs as steptrace was started, not as its SCHED_BATCH tracer
     ::execvp(cargv[0], cargv.data());
     int e = errno;
     (void)!::write(err[1], &e, sizeof(e));

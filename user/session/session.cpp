@@ -198,7 +198,10 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   if (!reader) return reader.error();
   s->reader_ = std::move(*reader);
   // What a fold may keep: four rings, at least 256 MiB (a small ring is for the producers' cache).
-  s->keeper_ = std::make_unique<RingKeeper>(*s->reader_, ts.ring_bytes, std::max<uint64_t>(4 * ts.ring_bytes, 256ull << 20), o.drain_ms);
+  // It drains at 10 ms at most: it runs only while a fold holds the drain
+  // thread, when nothing else empties the ring and no fill wake-up is heard.
+  s->keeper_ = std::make_unique<RingKeeper>(*s->reader_, ts.ring_bytes, std::max<uint64_t>(4 * ts.ring_bytes, 256ull << 20),
+                                            std::min<uint32_t>(o.drain_ms, 10));
   s->pipe_.set_fold_guard([sp = s.get()](bool folding) {
     if (folding)
       sp->keeper_->hold();
@@ -239,8 +242,9 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   if (auto st = s->add_seeds(root, seed); !st) return st.error();
 
   {
-    // Device counters: sampled on every drain tick (the datastore words are
-    // last-value per execution, so each must be read before the next one).
+    // Device counters: sampled on every drain tick, and the drain wakes when
+    // a sample is due (the datastore words are last-value per execution, so
+    // each must be read before the next one: every 10 ms).
     signals::SignalsConfig sc;
     sc.enabled = o.device_counters;
     sc.sysfs_root = o.sysfs_root;

@@ -10,6 +10,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <future>
@@ -161,7 +162,8 @@ Result<SessionReport> run_top(const Options& o, std::atomic<int>* signal) {
           TerminalGuard::write_str(frame + "\n");
         }
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(o.drain_ms));
+      // At most 50 ms: a key press (q) is answered at once.
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<uint32_t>(o.drain_ms, 50)));
     }
   }  // terminal restored here, before the final report is printed
   return s.finish();

@@ -225,8 +225,26 @@ void DeviceSignals::sample_nds(uint64_t now) {
   }
 }
 
+uint64_t DeviceSignals::next_due_ns() const {
+  if (!d_.cfg.enabled || last_tick_ == 0) return UINT64_MAX;
+  uint64_t due = UINT64_MAX;
+  const uint64_t soonest = last_tick_ + d_.cfg.nds_interval_ns;
+  // An attached rank's datastore is read every nds_interval_ns.
+  if (!attached_.empty()) due = soonest;
+  // A rank still being attached: at its retry (quick at first, its first
+  // executions follow nrt_init), until it gives up. A retry time already
+  // past (a process that exited is no longer ticked) counts as the soonest.
+  if (!d_.devices.empty() && !nds_unsupported_)
+    for (const auto& [pid, p] : pending_)
+      if (last_tick_ - p.first_ns <= d_.cfg.attach_give_up_ns) due = std::min(due, std::max(p.next_ns, soonest));
+  if (!d_.efa_ports.empty()) due = std::min(due, std::max(next_efa_, last_tick_ + d_.cfg.efa_interval_ns / 2));
+  if (!d_.devices.empty()) due = std::min(due, next_sysfs_);
+  return due;
+}
+
 void DeviceSignals::tick(uint64_t now, const std::vector<uint32_t>& pids, const std::set<uint32_t>& accel_pids) {
   if (!d_.cfg.enabled) return;
+  last_tick_ = now;
   // The job may create its devices and adapters after the session started
   // (a simulator mounts them; a driver loads): look again now and then.
   bool efa_settling = d_.efa_ports.empty() || (first_scan_ && now - first_scan_ < 5'000'000'000ull) ||

@@ -25,6 +25,11 @@ class DeviceSignals {
   // One drain tick: attach new processes, sample what is due. `accel_pids`
   // (a subset of pids: those seen issuing accelerator ioctls) are tried first.
   void tick(uint64_t now_ns, const std::vector<uint32_t>& pids, const std::set<uint32_t>& accel_pids = {});
+  // When the next sample is due (CLOCK_MONOTONIC): the caller's next tick
+  // should come no later. UINT64_MAX: nothing is sampled on a clock (no
+  // datastore attached or being attached, no EFA port, no device); looking
+  // for devices then rides on the ticks that come anyway.
+  uint64_t next_due_ns() const;
   SignalsData take();
   const SignalsData& data() const { return d_; }
   // A long session folded its steps before ts (pipeline/analysis.h): samples
@@ -80,6 +85,7 @@ class DeviceSignals {
   uint32_t rr_next_ = 0;  // round robin: the pid to start from on the next tick
   bool nds_unsupported_ = false;  // the driver answered unsupported / no permission: stop asking
   uint64_t next_efa_ = 0, next_sysfs_ = 0, next_comm_ = 0, next_scan_ = 0;
+  uint64_t last_tick_ = 0;
   int problem_rank_ = 0;
 };
 

@@ -23,6 +23,9 @@ struct SignalsConfig {
   std::string dev_root = "/dev";
   std::string proc_root = "/proc";
   uint64_t efa_interval_ns = 10'000'000;      // = the RDMA core's default counter lifespan
+  // The datastore's words are last-value per execution: an attached rank's
+  // are read at least this often (and a rank not yet attached is retried).
+  uint64_t nds_interval_ns = 10'000'000;
   uint64_t sysfs_interval_ns = 500'000'000;   // "low rate"
   uint64_t attach_retry_ns = 100'000'000;     // a rank acquires its datastore in nrt_init
   uint64_t attach_give_up_ns = 20'000'000'000ull;
