@@ -150,6 +150,26 @@ Status Session::add_seeds(const SysRoot& root, const std::vector<uint32_t>& seed
   return Ok{};
 }
 
+// Device counters: sampled on every drain tick, and the drain wakes when a
+// sample is due (the datastore words are last-value per execution, so each
+// must be read before the next one: every 10 ms).
+void Session::start_device_signals(const Options& o, const SysRoot& root) {
+  signals::SignalsConfig sc;
+  sc.enabled = o.device_counters;
+  sc.sysfs_root = o.sysfs_root;
+  sc.dev_root = o.dev_root;
+  sc.proc_root = root.proc();
+  signals_ = std::make_unique<signals::DeviceSignals>(sc);
+  pipe_.analysis().device_signals = &signals_->data();
+  pipe_.set_fold_observer([this](uint64_t keep_from) {
+    signals_->forget_before(keep_from);
+    // The fold freed a window's worth (and its analysis copy): hand it back
+    // to the system, or the allocator keeps the high-water mark of every
+    // window and RSS swings by a window each fold.
+    ::malloc_trim(0);
+  });
+}
+
 Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot& root) {
   std::unique_ptr<Session> s(new Session());
   s->opts_ = o;
@@ -197,11 +217,9 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
                                    [sp = s.get()](const void* d, size_t n) { sp->on_record(d, n); });
   if (!reader) return reader.error();
   s->reader_ = std::move(*reader);
-  // What a fold may keep: four rings, at least 256 MiB (a small ring is for the producers' cache).
-  // It drains at 10 ms at most: it runs only while a fold holds the drain
-  // thread, when nothing else empties the ring and no fill wake-up is heard.
-  s->keeper_ = std::make_unique<RingKeeper>(*s->reader_, ts.ring_bytes, std::max<uint64_t>(4 * ts.ring_bytes, 256ull << 20),
-                                            std::min<uint32_t>(o.drain_ms, 10));
+  // What a fold may keep: four rings, at least 256 MiB (a small ring is for the producers' cache);
+  // drained every 10 ms at most (no fill wake-up reaches it while a fold holds the drain thread).
+  s->keeper_ = std::make_unique<RingKeeper>(*s->reader_, ts.ring_bytes, std::max<uint64_t>(4 * ts.ring_bytes, 256ull << 20), std::min<uint32_t>(o.drain_ms, 10));
   s->pipe_.set_fold_guard([sp = s.get()](bool folding) {
     if (folding)
       sp->keeper_->hold();
@@ -241,25 +259,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   }
   if (auto st = s->add_seeds(root, seed); !st) return st.error();
 
-  {
-    // Device counters: sampled on every drain tick, and the drain wakes when
-    // a sample is due (the datastore words are last-value per execution, so
-    // each must be read before the next one: every 10 ms).
-    signals::SignalsConfig sc;
-    sc.enabled = o.device_counters;
-    sc.sysfs_root = o.sysfs_root;
-    sc.dev_root = o.dev_root;
-    sc.proc_root = root.proc();
-    s->signals_ = std::make_unique<signals::DeviceSignals>(sc);
-    s->pipe_.analysis().device_signals = &s->signals_->data();
-    s->pipe_.set_fold_observer([sp = s.get()](uint64_t keep_from) {
-      sp->signals_->forget_before(keep_from);
-      // The fold freed a window's worth (and its analysis copy): hand it back
-      // to the system, or the allocator keeps the high-water mark of every
-      // window and RSS swings by a window each fold.
-      ::malloc_trim(0);
-    });
-  }
+  s->start_device_signals(o, root);
   s->start_mono_ns_ = monotonic_ns();
   s->start_cpu_s_ = self_cpu_times().total();
   // The first clock anchor is the header's wall-clock offset too.

@@ -96,6 +96,8 @@ class Session {
   // Who the process is (container, pod, launcher): a user note, when it says anything.
   void note_identity(uint32_t pid);
   Status add_seeds(const SysRoot& root, const std::vector<uint32_t>& seed);
+  // The device counters sampler (signals/device_signals.h), and what a fold tells it.
+  void start_device_signals(const Options& o, const SysRoot& root);
   void emit_note(uint32_t pid, const nlohmann::json& body);
   // Takes a clock anchor, queues its note and schedules the next (util/clock_anchor.h).
   ClockAnchor note_clock_anchor();
