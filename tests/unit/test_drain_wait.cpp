@@ -64,6 +64,25 @@ TEST_CASE("drain wait: idle only after empty drains, and a forced wake-up ends t
   close(efd);
 }
 
+// The daemon's slow_drain level lengthens the interval of a wait it already has.
+TEST_CASE("drain wait: a new drain interval holds from the next sleep, and the idle one stays at least as long",
+          "[loader]") {
+  auto w = DrainWait::create(-1, 10, 200, 0);
+  REQUIRE(w.ok());
+  auto& d = **w;
+  d.set_drain_ms(300);
+  CHECK(d.idle_ms() == 300);
+  CHECK_FALSE(d.next_is_idle(1));
+  auto t0 = Clock::now();
+  d.sleep(0);
+  CHECK(ms_since(t0) >= 250);
+  d.set_drain_ms(0);  // at least 1 ms: never a busy loop
+  t0 = Clock::now();
+  d.sleep(0);
+  CHECK(ms_since(t0) < 250);
+  CHECK(d.idle_ms() == 300);
+}
+
 TEST_CASE("drain wait: empty drains within the first second of quiet keep the drain interval", "[loader]") {
   auto w = DrainWait::create(-1, 10, 2000, 60'000);
   REQUIRE(w.ok());

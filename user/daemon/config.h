@@ -30,7 +30,7 @@ struct DaemonConfig {
   uint32_t sample_every = 4;           // level sampled: per-event detail in 1 of this many windows
   double window_s = 10;                // analysis window (steps crossing an edge are cut)
   uint32_t scan_ms = 1000;             // /proc/*/fd discovery interval
-  uint32_t drain_ms = 10;
+  uint32_t drain_ms = 100;             // and at once when the ring is a quarter full (kRingWakeFill)
   std::string sched = "batch";         // the daemon's own policy (session/tracer_scheduling.h)
   uint32_t ring_mib = 16;
   std::string collectors = "all";

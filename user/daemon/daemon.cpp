@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -155,19 +156,46 @@ Status Daemon::reload() {
   return Ok{};
 }
 
+// Every drain_ms_ while records come; after a second of none, the idle
+// interval (the next record wakes it, as in a session: loader/drain_wait.h);
+// never past the next discovery scan or window edge.
+void Daemon::sleep_before_drain() {
+  if (reader_ && reader_->more()) return;  // a drain cut short at its bound (a storm) goes on at once
+  if (!wait_ || !tracer_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(drain_ms_));
+    return;
+  }
+  if (wait_->next_is_idle(last_drained_)) {
+    tracer_->set_consumer_idle(true);
+    // Records that came between the last drain and the flag woke nobody.
+    if (auto n = reader_->drain(); n && *n > 0) {
+      tracer_->set_consumer_idle(false);
+      last_drained_ = *n;
+      wait_->next_is_idle(*n);
+      return;
+    }
+  }
+  uint64_t deadline = next_discover_ns_;
+  if (window_open_) deadline = std::min(deadline, window_start_ns_ + static_cast<uint64_t>(cfg_.window_s * 1e9));
+  wait_->sleep(std::max<uint64_t>(deadline, 1));
+  tracer_->set_consumer_idle(false);
+}
+
 int Daemon::run() {
   uint64_t next_second = 0;
   publish_metrics();
   while (!g_stop.load()) {
-    // A drain cut short at its bound (a storm) goes on at once: no sleep.
-    if (!reader_ || !reader_->more()) std::this_thread::sleep_for(std::chrono::milliseconds(drain_ms_));
+    sleep_before_drain();
     if (g_reload.exchange(false)) (void)reload();
     uint64_t now = monotonic_ns();
     if (reader_) {
-      if (auto n = reader_->drain(); !n) {
+      auto n = reader_->drain();
+      if (!n) {
         log::error("ring buffer: {}", n.error().message);
         return kExitCannotTrace;
       }
+      last_drained_ = *n;
+      if (tracer_ && tracer_->rearm_fill_wakeup()) ++fill_wakeups_;
       pipe_.advance();
       if (window_detail_) check_hang(now);
     }

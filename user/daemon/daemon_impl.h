@@ -34,6 +34,7 @@
 #include "daemon/flight_recorder.h"
 #include "daemon/http_server.h"
 #include "loader/dev_files.h"
+#include "loader/drain_wait.h"
 #include "loader/features.h"
 #include "loader/ring_reader.h"
 #include "loader/tracer.h"
@@ -57,6 +58,8 @@ inline constexpr size_t kNumBuckets = sizeof(kBuckets) / sizeof(kBuckets[0]);
 inline constexpr size_t kStepHistory = 4096;   // step durations kept for the p99 of the auto-dump trigger
 inline constexpr size_t kMinHistory = 100;     // no automatic dump before this many steps
 inline constexpr size_t kChangeHistory = 1024;  // steps per rank searched for a change in step time
+// A record that finds the ring this full wakes the drain (as a session's --ring-wake-pct 25).
+inline constexpr double kRingWakeFill = 0.25;
 
 uint64_t rss_bytes();
 std::string hostname();
@@ -161,6 +164,7 @@ class Daemon {
   // Steps that stop ending (session/hang_watch.h): log, count, dump.
   void check_hang(uint64_t now);
   void sample_cpu();
+  void sleep_before_drain();
   void render_metrics();
   void render_step_metrics(Exposition& x) const;
   void render_process_metrics(Exposition& x) const;
@@ -199,6 +203,12 @@ class Daemon {
 
   std::unique_ptr<BpfTracer> tracer_;
   std::unique_ptr<RingReader> reader_;
+  // The sleep between drains (loader/drain_wait.h): drain_ms_ while records
+  // come, a forced wake-up when the ring is a quarter full, the idle interval
+  // after a second of none. Null when it could not be made: a plain sleep.
+  std::unique_ptr<DrainWait> wait_;
+  size_t last_drained_ = 0;
+  uint64_t fill_wakeups_ = 0;
   int stats_fd_ = -1;
   Pipeline pipe_;             // decode -> reorder -> analysis, one window at a time
   bool window_open_ = false;  // a window is being gathered (from the first tracer on)

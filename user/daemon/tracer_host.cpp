@@ -72,6 +72,7 @@ void Daemon::apply_detail() {
 void Daemon::enter_level(int level) {
   applied_level_ = level;
   drain_ms_ = level >= kLevelSlowDrain ? std::max<uint32_t>(cfg_.drain_ms * 10, 100) : cfg_.drain_ms;
+  if (wait_) wait_->set_drain_ms(drain_ms_);
   // Sampled costs most in its detailed windows: judge it over a whole cycle.
   budget_.set_window(level == kLevelSampled
                          ? std::max(BudgetController::kWindowS, cfg_.window_s * static_cast<double>(cfg_.sample_every))
@@ -157,12 +158,19 @@ Status Daemon::build_tracer() {
   set_devices(ts, host_devices_, dev_files_);
   ts.agg_processes = ST_MAX_AGG_PROCS;
   ts.max_targets = cfg_.max_targets;
+  ts.ring_wake_fill = kRingWakeFill;  // a burst wakes the drain before the timer (wait_)
   auto tracer = BpfTracer::create(ts, features_);
   if (!tracer) return make_error(fmt::format("cannot trace: {}", tracer.error().message));
   tracer_ = std::move(*tracer);
   auto reader = RingReader::create(tracer_->ring_map_fd(), ts.ring_bytes, [this](const void* d, size_t n) { on_record(d, n); });
   if (!reader) return reader.error();
   reader_ = std::move(*reader);
+  if (auto w = DrainWait::create(tracer_->ring_map_fd(), drain_ms_, kIdleDrainMs); w) {
+    wait_ = std::move(*w);
+  } else {
+    wait_.reset();
+    log::warn("drains on a fixed {} ms timer: {}", drain_ms_, w.error().message);
+  }
   resolve_accel_devs(true);
   probed_libs_.clear();
   if (active_subsystems_ & ST_SUB_UPROBE) {
@@ -206,6 +214,7 @@ void Daemon::drop_tracer() {
     prog_base_s_[p.name] += static_cast<double>(p.run_time_ns) / 1e9;
     bpf_base_s_ += static_cast<double>(p.run_time_ns) / 1e9;
   }
+  wait_.reset();  // it polls the ring's fd, which goes with the tracer
   reader_.reset();
   tracer_.reset();
   bpf_detail_ = false;

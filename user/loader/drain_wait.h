@@ -56,6 +56,12 @@ class DrainWait {
   // forced wake-up, a watched path's change or a signal.
   void sleep(uint64_t deadline_ns);
 
+  // A new drain interval (the daemon's degradation levels); the idle one stays
+  // at least as long.
+  void set_drain_ms(uint32_t ms) {
+    drain_ms_ = ms < 1 ? 1 : ms;
+    if (idle_ms_ < drain_ms_) idle_ms_ = drain_ms_;
+  }
   uint32_t idle_ms() const { return idle_ms_; }
   uint64_t idle_sleeps() const { return idle_sleeps_; }  // for tests and -v
 
