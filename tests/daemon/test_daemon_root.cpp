@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -406,6 +406,62 @@ TEST_CASE("daemon: Prometheus scrapes per-category series and the verdict of tra
                  cpu[0]["value"][1].get<std::string>().c_str(), rss[0]["value"][1].get<std::string>().c_str());
   prom.stop(10);
   CHECK(d.proc.stop(10) == 0);  // SIGTERM: clean exit
+  std::system(("rm -rf '" + sim_dir + "'").c_str());
+}
+
+// The daemon samples the device counters as a session does: each rank's
+// datastore (trainsim's devices carry one), read every 10 ms while attached.
+// A dump carries them as notes, so `steptrace report` on it splits device
+// time by the datastore ("nds"), not by the ranks' arrival skew.
+TEST_CASE("daemon: the ranks' datastores are sampled, and a dump's report splits device time by them",
+          "[root][daemon]") {
+  require_root();
+  std::string sim_dir = make_tmpdir("nds-dev");
+  std::vector<std::string> extra = {"--window", "2", "--scan-ms", "100", "--max-cpu", "100", "--dev-root", sim_dir,
+                                    "--sysfs-root", sim_dir + "/sys"};
+  for (int i = 0; i < 2; ++i) {
+    extra.push_back("--accel-dev");
+    extra.push_back(sim_dir + "/neuron" + std::to_string(i));
+  }
+  DaemonRun d("nds", extra);
+  Proc sim({TRAINSIM_BIN, "--scenario", "compute-bound", "--ranks", "2", "--duration", "12", "--dev-dir", sim_dir},
+           d.dir + "/trainsim.log");
+  auto until = [&](auto pred, std::chrono::seconds within) {
+    auto end = std::chrono::steady_clock::now() + within;
+    while (std::chrono::steady_clock::now() < end) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  };
+  REQUIRE(until([&] { return d.metric("steptrace_tracked_processes") >= 2; }, 20s));
+  std::this_thread::sleep_for(5s);  // steps with executions in the flight recorder
+  REQUIRE(sim.running());
+  ::kill(d.proc.pid(), SIGUSR1);
+  INFO(read_file(d.log).substr(0, 6000));
+  REQUIRE(until([&] { return d.metric("steptrace_dumps_total", {"reason=\"signal\""}) >= 1; }, 30s));
+  CHECK(sim.wait(60) == 0);
+  std::string cap;
+  for (const auto& e : fs::directory_iterator(d.dir + "/dumps"))
+    if (e.path().extension() == ".cap") cap = e.path().string();
+  REQUIRE(!cap.empty());
+  REQUIRE(std::system((std::string(STEPTRACE_BIN) + " report --json - '" + cap + "' > " + d.dir + "/report.json")
+                          .c_str()) == 0);
+  auto rep = nlohmann::json::parse(read_file(d.dir + "/report.json"), nullptr, false);
+  REQUIRE_FALSE(rep.is_discarded());
+  const auto& sig = rep["job"]["device_signals"];
+  INFO(sig.dump().substr(0, 2000));
+  CHECK(sig["available"]["nds"]["available"] == true);
+  CHECK(sig["device_split_source"] == "nds");
+  int nds_steps = 0, steps = 0;
+  for (const auto& r : rep["job"]["ranks"])
+    for (const auto& st : r["steps"]) {
+      ++steps;
+      if (st["device"].contains("nds")) ++nds_steps;
+    }
+  std::printf("daemon dump: %d of %d steps split by the datastore\n", nds_steps, steps);
+  CHECK(steps >= 20);
+  CHECK(nds_steps * 2 >= steps);  // most: a step whose execution two ticks straddle has none
   std::system(("rm -rf '" + sim_dir + "'").c_str());
 }
 

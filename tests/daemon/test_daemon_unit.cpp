@@ -32,8 +32,16 @@ max_cpu_percent = 2
 window_seconds = 5.5
 accel_devs = ["/dev/a", "/dev/b"]
 auto_dump = false
+device_counters = false
+dev_root = "/tmp/dev"
+sched = "normal"
 )", "test.toml", c);
   REQUIRE(r.ok());
+  CHECK_FALSE(c.device_counters);
+  CHECK(c.dev_root == "/tmp/dev");
+  CHECK(c.sysfs_root == "/sys");
+  CHECK(c.sched == "normal");
+  CHECK(c.drain_ms == 100);  // the default: a quarter-full ring wakes the drain sooner
   CHECK(c.listen == "0.0.0.0:9999");
   CHECK(c.max_cpu_percent == 2.0);  // an integer is accepted for a float key
   CHECK(c.window_s == 5.5);
@@ -63,6 +71,9 @@ TEST_CASE("daemon config: errors name the problem", "[daemon]") {
 
   DaemonConfig v;
   CHECK(validate(v).ok());
+  v.sched = "fifo";
+  CHECK_FALSE(validate(v).ok());
+  v.sched = "batch";
   v.ring_mib = 3;
   CHECK_FALSE(validate(v).ok());
   v = DaemonConfig{};

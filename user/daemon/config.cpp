@@ -39,6 +39,10 @@ void add_flags(CLI::App& app, DaemonConfig& c) {
   app.add_option("--drain-ms", c.drain_ms,
                  "Ring buffer drain interval in ms (default 100; a ring a quarter full wakes it at once; idle: 500 ms, "
                  "woken by the next record)");
+  app.add_flag("--device-counters,!--no-device-counters", c.device_counters,
+               "Sample the Neuron datastore of each traced rank, EFA port counters and Neuron sysfs metrics (default on)");
+  app.add_option("--sysfs-root", c.sysfs_root, "Root of sysfs for Neuron metrics and EFA counters (tests use a fake tree)");
+  app.add_option("--dev-root", c.dev_root, "Directory holding the Neuron device files neuronN, for the datastore counters");
   app.add_option("--sched", c.sched,
                  "The daemon's own scheduling policy: batch (default: its wake-ups never preempt the job's threads) "
                  "or normal (SCHED_OTHER)");
@@ -138,6 +142,9 @@ Result<Ok> apply_config_toml(const std::string& text, const std::string& origin,
         {"scan_ms", u32(c.scan_ms)},
         {"drain_ms", u32(c.drain_ms)},
         {"sched", str(c.sched)},
+        {"device_counters", [&c](const toml::value& v, const std::string&) { c.device_counters = v.as_boolean(); }},
+        {"sysfs_root", str(c.sysfs_root)},
+        {"dev_root", str(c.dev_root)},
         {"ring_mib", u32(c.ring_mib)},
         {"collectors", str(c.collectors)},
         {"accel_devs", strs(c.accel_devs)},

@@ -31,6 +31,12 @@ struct DaemonConfig {
   double window_s = 10;                // analysis window (steps crossing an edge are cut)
   uint32_t scan_ms = 1000;             // /proc/*/fd discovery interval
   uint32_t drain_ms = 100;             // and at once when the ring is a quarter full (kRingWakeFill)
+  // Device counters (signals/device_signals.h): the Neuron datastore of each
+  // traced rank, EFA port counters, Neuron sysfs metrics; in the analysis and
+  // in flight-recorder dumps.
+  bool device_counters = true;
+  std::string sysfs_root = "/sys";
+  std::string dev_root = "/dev";
   std::string sched = "batch";         // the daemon's own policy (session/tracer_scheduling.h)
   uint32_t ring_mib = 16;
   std::string collectors = "all";

@@ -68,6 +68,7 @@ Status Daemon::start() {
               "kernel.bpf_stats_enabled=1` before the daemon starts (the shipped systemd unit does) or CAP_SYS_ADMIN",
               std::strerror(stats_errno));
 
+  start_device_signals();  // before the tracer: its first window's analysis reads it
   if (auto s = build_tracer(); !s) return s;
   if (auto s = prepare_dump_dir(); !s) log::warn("{}", s.error().message);
   else remove_stale_dump_temps(cfg_.dump_dir);  // captures a crash cut short
@@ -158,7 +159,7 @@ Status Daemon::reload() {
 
 // Every drain_ms_ while records come; after a second of none, the idle
 // interval (the next record wakes it, as in a session: loader/drain_wait.h);
-// never past the next discovery scan or window edge.
+// never past the next discovery scan, window edge or device counter sample.
 void Daemon::sleep_before_drain() {
   if (reader_ && reader_->more()) return;  // a drain cut short at its bound (a storm) goes on at once
   if (!wait_ || !tracer_) {
@@ -177,6 +178,7 @@ void Daemon::sleep_before_drain() {
   }
   uint64_t deadline = next_discover_ns_;
   if (window_open_) deadline = std::min(deadline, window_start_ns_ + static_cast<uint64_t>(cfg_.window_s * 1e9));
+  if (signals_) deadline = std::min(deadline, signals_->next_due_ns());  // an attached datastore: every 10 ms
   wait_->sleep(std::max<uint64_t>(deadline, 1));
   tracer_->set_consumer_idle(false);
 }
@@ -199,6 +201,7 @@ int Daemon::run() {
       pipe_.advance();
       if (window_detail_) check_hang(now);
     }
+    tick_device_signals(now);
     if (now >= next_discover_ns_) {
       discover();
       next_discover_ns_ = now + static_cast<uint64_t>(cfg_.scan_ms) * 1'000'000ull;

@@ -41,6 +41,7 @@
 #include "loader/tracer_setup.h"
 #include "attribution/change_points.h"
 #include "pipeline/pipeline.h"
+#include "signals/device_signals.h"
 #include "session/session.h"
 #include "steptrace_abi.h"
 #include "util/clock_anchor.h"
@@ -165,6 +166,10 @@ class Daemon {
   void check_hang(uint64_t now);
   void sample_cpu();
   void sleep_before_drain();
+  void start_device_signals();
+  void tick_device_signals(uint64_t now);
+  // The device counters of the flight recorder's span, as capture notes.
+  std::vector<std::vector<uint8_t>> signal_notes(uint64_t from_ns, uint64_t now) const;
   void render_metrics();
   void render_step_metrics(Exposition& x) const;
   void render_process_metrics(Exposition& x) const;
@@ -207,6 +212,9 @@ class Daemon {
   // come, a forced wake-up when the ring is a quarter full, the idle interval
   // after a second of none. Null when it could not be made: a plain sleep.
   std::unique_ptr<DrainWait> wait_;
+  // The device counters (null with device_counters = false); the windows'
+  // analyses read its data, dumps carry it as notes.
+  std::unique_ptr<signals::DeviceSignals> signals_;
   size_t last_drained_ = 0;
   uint64_t fill_wakeups_ = 0;
   int stats_fd_ = -1;

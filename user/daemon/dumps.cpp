@@ -104,7 +104,11 @@ Status Daemon::start_dump(const std::string& trigger, const std::string& note, s
   job.path = path;
   job.dump_dir = cfg_.dump_dir;
   job.snapshot = flight_.snapshot();  // a memcpy of at most flight_recorder_mib, on this thread
-  // The anchors of the span it holds before its records, one taken now after them.
+  // The device counters of the span first (stamped at its start), then the
+  // anchors of the span it holds before its records, one taken now after them.
+  const uint64_t now = monotonic_ns();
+  const uint64_t keep = static_cast<uint64_t>(cfg_.flight_seconds * 1e9);
+  job.head_notes = signal_notes(anchors_.empty() ? (now > keep ? now - keep : 0) : anchors_.front().mono_ns, now);
   for (const auto& a : anchors_) job.head_notes.push_back(make_user_note(a.mono_ns, 0, clock_note(a)));
   const ClockAnchor last = take_clock_anchor();
   job.tail_notes.push_back(make_user_note(last.mono_ns, 0, clock_note(last)));

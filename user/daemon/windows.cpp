@@ -38,6 +38,12 @@ void Daemon::close_window(uint64_t now, const char* reason) {
              ja.ranks.size(), window_detail_ ? "on" : "off (sampled out: steps only)");
   ++window_no_;
   cycle_.window_closed();
+  // The device counters: what the window just closed read, and what the
+  // flight recorder still holds (a dump carries them), stay.
+  if (signals_) {
+    const uint64_t keep = static_cast<uint64_t>(cfg_.flight_seconds * 1e9);
+    signals_->forget_before(std::min(window_start_ns_, now > keep ? now - keep : 0));
+  }
   window_start_ns_ = now;
   drops_window_start_ = cur;
   seed_parents();

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+// The device counters in the daemon: the sampler a session runs
+// (signals/device_signals.h) over the accelerator processes the daemon
+// tracks. Every window's analysis reads its data (device execution split by
+// each rank's datastore, the link judged by the EFA counters), and a
+// flight-recorder dump carries its samples as the notes a recording has
+// (pipeline/signal_notes.h), so `steptrace report` on a dump splits the
+// device time as the daemon did.
+#include <set>
+
+#include "capture/user_note.h"
+#include "daemon/daemon_impl.h"
+#include "pipeline/signal_notes.h"
+
+namespace steptrace::daemon {
+
+void Daemon::start_device_signals() {
+  if (!cfg_.device_counters) return;
+  signals::SignalsConfig sc;
+  sc.sysfs_root = cfg_.sysfs_root;
+  sc.dev_root = cfg_.dev_root;
+  signals_ = std::make_unique<signals::DeviceSignals>(sc);
+  // Every window's analysis points at it (Pipeline::start_window carries it over).
+  pipe_.analysis().device_signals = &signals_->data();
+}
+
+void Daemon::tick_device_signals(uint64_t now) {
+  if (!signals_) return;
+  // The processes that hold an accelerator: each may have a datastore.
+  std::vector<uint32_t> pids;
+  std::set<uint32_t> accel;
+  for (const auto& [pid, id] : tracked_) {
+    pids.push_back(pid);
+    accel.insert(pid);
+  }
+  signals_->tick(now, pids, accel);
+}
+
+std::vector<std::vector<uint8_t>> Daemon::signal_notes(uint64_t from_ns, uint64_t now) const {
+  std::vector<std::vector<uint8_t>> out;
+  if (!signals_) return out;
+  // What the sampler holds: the flight recorder's span at least (older
+  // samples are forgotten as windows close), the setup and the thread names.
+  // Stamped at the span's start, so a replay reads them before the records
+  // they describe.
+  const signals::SignalsData& all = signals_->data();
+  SignalNoteWriter writer;
+  for (const auto& note : writer.notes(all, all, now, true)) out.push_back(make_user_note(from_ns, 0, note));
+  return out;
+}
+
+}  // namespace steptrace::daemon
