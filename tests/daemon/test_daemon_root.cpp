@@ -84,6 +84,17 @@ struct DaemonRun {
   }
 };
 
+// Polls `pred` every `every` until it holds or `limit` has passed.
+template <typename Pred, typename Limit>
+bool poll_until(Pred pred, Limit limit, std::chrono::milliseconds every = std::chrono::milliseconds(100)) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(limit);
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(every);
+  }
+  return false;
+}
+
 // Children that open `file` (so discovery picks them up), do a little work and exit.
 pid_t short_job(const std::string& file, int ms) {
   pid_t p = ::fork();
@@ -426,14 +437,7 @@ TEST_CASE("daemon: the ranks' datastores are sampled, and a dump's report splits
   DaemonRun d("nds", extra);
   Proc sim({TRAINSIM_BIN, "--scenario", "compute-bound", "--ranks", "2", "--duration", "12", "--dev-dir", sim_dir},
            d.dir + "/trainsim.log");
-  auto until = [&](auto pred, std::chrono::seconds within) {
-    auto end = std::chrono::steady_clock::now() + within;
-    while (std::chrono::steady_clock::now() < end) {
-      if (pred()) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
-  };
+  auto until = [](auto pred, std::chrono::seconds within) { return poll_until(pred, within); };
   REQUIRE(until([&] { return d.metric("steptrace_tracked_processes") >= 2; }, 20s));
   std::this_thread::sleep_for(5s);  // steps with executions in the flight recorder
   REQUIRE(sim.running());
@@ -564,14 +568,7 @@ TEST_CASE("daemon: dumps only through the root-only control socket (modes, then 
     for (const auto& e : fs::directory_iterator(d.dir + "/dumps", ec)) n += e.path().extension() == ".cap";
     return n;
   };
-  auto until = [&](auto pred) {
-    auto end = std::chrono::steady_clock::now() + 10s;
-    while (std::chrono::steady_clock::now() < end) {
-      if (pred()) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
-  };
+  auto until = [](auto pred) { return poll_until(pred, 10s); };
   INFO(read_file(d.log));
 
   // HTTP: GET only. POST /dump is 405 and writes nothing.
@@ -648,14 +645,7 @@ TEST_CASE("daemon: SIGHUP reloads the config file, and a step far over p99 dumps
   // Reload: a new CPU budget from the file takes effect without a restart.
   std::ofstream(cfg) << "max_cpu_percent = 37\n";
   REQUIRE(::kill(d.proc.pid(), SIGHUP) == 0);
-  auto until = [&](auto pred) {
-    auto end = std::chrono::steady_clock::now() + 10s;
-    while (std::chrono::steady_clock::now() < end) {
-      if (pred()) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
-  };
+  auto until = [](auto pred) { return poll_until(pred, 10s); };
   CHECK(until([&] { return d.metric("steptrace_config_reloads_total", {"result=\"ok\""}) == 1; }));
   CHECK(d.metric("steptrace_cpu_budget_ratio") == Approx(0.37));
   // A broken file is refused: counted, logged, the running config kept.
@@ -699,14 +689,7 @@ TEST_CASE("daemon: a change in step time is logged with its rank and category, e
   std::string dev = devdir + "/accel0";
   std::ofstream(dev) << "x";
   DaemonRun d("change", {"--window", "1", "--scan-ms", "100", "--max-cpu", "100", "--accel-dev", dev});
-  auto until = [&](auto pred) {
-    auto end = std::chrono::steady_clock::now() + 20s;
-    while (std::chrono::steady_clock::now() < end) {
-      if (pred()) return true;
-      std::this_thread::sleep_for(200ms);
-    }
-    return false;
-  };
+  auto until = [](auto pred) { return poll_until(pred, 20s, 200ms); };
   // 240 steps of 10 ms asleep + 5 ms on the CPU; from step 120 on, 20 ms on the CPU.
   Proc job({"/bin/sh", "-c", "exec 3<'" + dev + "'; exec " + std::string(MARKER_DEMO) + " 240 10 5 -1 0 120 20"},
            d.dir + "/job.log");
@@ -732,14 +715,7 @@ TEST_CASE("daemon: a job whose steps stop is reported as a hang (what its main t
   std::string dev = devdir + "/accel0";
   std::ofstream(dev) << "x";
   DaemonRun d("hang", {"--window", "1", "--scan-ms", "100", "--max-cpu", "100", "--accel-dev", dev, "--hang-after", "2"});
-  auto until = [&](auto pred, std::chrono::seconds limit) {
-    auto end = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < end) {
-      if (pred()) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
-  };
+  auto until = [](auto pred, std::chrono::seconds limit) { return poll_until(pred, limit); };
   // 15 ms steps; step 100 sleeps 8 s more: a stall in the job's own code.
   Proc job({"/bin/sh", "-c", "exec 3<'" + dev + "'; exec " + std::string(MARKER_DEMO) + " 160 10 5 100 8000"},
            d.dir + "/job.log");
@@ -788,14 +764,7 @@ TEST_CASE("daemon: processes the full target set refuses are counted, logged onc
   auto holder = [&](int i) {
     return Proc({"/bin/sh", "-c", "exec 3<'" + dev + "'; exec sleep 60"}, d.dir + "/h" + std::to_string(i) + ".log");
   };
-  auto until = [&](auto pred) {
-    auto end = std::chrono::steady_clock::now() + 15s;
-    while (std::chrono::steady_clock::now() < end) {
-      if (pred()) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
-  };
+  auto until = [](auto pred) { return poll_until(pred, 15s); };
   std::vector<Proc> holders;
   for (int i = 0; i < 2; ++i) holders.push_back(holder(i));
   CHECK(until([&] { return d.metric("steptrace_tracked_processes") == 2; }));
@@ -841,14 +810,7 @@ TEST_CASE("daemon: at level aggregated the per-process CPU and run-queue counter
   std::string storm_comm = read_file("/proc/" + std::to_string(storm) + "/comm");
   while (!storm_comm.empty() && storm_comm.back() == '\n') storm_comm.pop_back();
   const std::string pid_label = "comm=\"" + storm_comm + "\"";
-  auto until = [&](auto pred, double s) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(s);
-    while (std::chrono::steady_clock::now() < end) {
-      if (pred()) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
-  };
+  auto until = [](auto pred, double s) { return poll_until(pred, std::chrono::duration<double>(s)); };
   INFO(read_file(d.log).substr(0, 4000));
   REQUIRE(until([&] { return metric_value(d.metrics(), "steptrace_process_cpu_seconds_total", {pid_label}); }, 15));
   CHECK(d.metric("steptrace_degradation_level") == 3);
