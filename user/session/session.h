@@ -79,6 +79,8 @@ class Session {
   // The sleep before the next drain: --drain-ms while records come, longer
   // once they stop (loader/drain_wait.h), none after a drain cut at its bound.
   void sleep_before_drain();
+  // When the device counters want the next poll (CLOCK_MONOTONIC; UINT64_MAX: no sample on a clock).
+  uint64_t next_sample_due_ns() const { return signals_ ? signals_->next_due_ns() : UINT64_MAX; }
 
   // "" while tracing; once a stop was asked, what the session waits for.
   std::string stop_status() const;

@@ -21,6 +21,7 @@
 #include "export/top.h"
 #include "session/session.h"
 #include "util/log.h"
+#include "util/mono_clock.h"
 
 namespace steptrace {
 namespace {
@@ -162,8 +163,14 @@ Result<SessionReport> run_top(const Options& o, std::atomic<int>* signal) {
           TerminalGuard::write_str(frame + "\n");
         }
       }
-      // At most 50 ms: a key press (q) is answered at once.
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<uint32_t>(o.drain_ms, 50)));
+      // At most 50 ms (a key press, q, is answered at once), and no later than
+      // the device counters' next sample (an attached datastore: every 10 ms).
+      uint64_t sleep_ns = std::min<uint64_t>(o.drain_ms, 50) * 1'000'000ull;
+      if (const uint64_t due = s.next_sample_due_ns(); due != UINT64_MAX) {
+        const uint64_t t = monotonic_ns();
+        sleep_ns = std::min(sleep_ns, due > t ? due - t : 0);
+      }
+      std::this_thread::sleep_for(std::chrono::nanoseconds(sleep_ns));
     }
   }  // terminal restored here, before the final report is printed
   return s.finish();
