@@ -197,7 +197,7 @@ int Daemon::run() {
         return kExitCannotTrace;
       }
       last_drained_ = *n;
-      if (tracer_ && tracer_->rearm_fill_wakeup()) ++fill_wakeups_;
+      if (tracer_) (void)tracer_->rearm_fill_wakeup();  // the next quarter-full ring wakes the drain again
       pipe_.advance();
       if (window_detail_) check_hang(now);
     }

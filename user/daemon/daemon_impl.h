@@ -216,7 +216,6 @@ class Daemon {
   // analyses read its data, dumps carry it as notes.
   std::unique_ptr<signals::DeviceSignals> signals_;
   size_t last_drained_ = 0;
-  uint64_t fill_wakeups_ = 0;
   int stats_fd_ = -1;
   Pipeline pipe_;             // decode -> reorder -> analysis, one window at a time
   bool window_open_ = false;  // a window is being gathered (from the first tracer on)

@@ -6,7 +6,7 @@
 // flight-recorder dump carries its samples as the notes a recording has
 // (pipeline/signal_notes.h), so `steptrace report` on a dump splits the
 // device time as the daemon did.
-#include <set>
+#include <vector>
 
 #include "capture/user_note.h"
 #include "daemon/daemon_impl.h"
@@ -26,14 +26,12 @@ void Daemon::start_device_signals() {
 
 void Daemon::tick_device_signals(uint64_t now) {
   if (!signals_) return;
-  // The processes that hold an accelerator: each may have a datastore.
+  // The processes that hold an accelerator: each may have a datastore (all
+  // alike, so none goes first).
   std::vector<uint32_t> pids;
-  std::set<uint32_t> accel;
-  for (const auto& [pid, id] : tracked_) {
-    pids.push_back(pid);
-    accel.insert(pid);
-  }
-  signals_->tick(now, pids, accel);
+  pids.reserve(tracked_.size());
+  for (const auto& [pid, id] : tracked_) pids.push_back(pid);
+  signals_->tick(now, pids);
 }
 
 std::vector<std::vector<uint8_t>> Daemon::signal_notes(uint64_t from_ns, uint64_t now) const {
