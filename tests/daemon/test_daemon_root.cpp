@@ -465,7 +465,9 @@ TEST_CASE("daemon: the ranks' datastores are sampled, and a dump's report splits
     }
   std::printf("daemon dump: %d of %d steps split by the datastore\n", nds_steps, steps);
   CHECK(steps >= 20);
-  CHECK(nds_steps * 2 >= steps);  // most: a step whose execution two ticks straddle has none
+  // Nearly all: the sampler keeps its own clock while a window is analysed
+  // (before it did, a sanitizer build split 0 to 116 of ~250).
+  CHECK(nds_steps * 5 >= steps * 4);
   std::system(("rm -rf '" + sim_dir + "'").c_str());
 }
 

@@ -6,16 +6,19 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "signals/counters.h"
 #include "signals/device_signals.h"
 #include "signals/numa_topology.h"
+#include "signals/sampler_thread.h"
 
 using namespace steptrace::signals;
 namespace fs = std::filesystem;
@@ -402,6 +405,59 @@ TEST_CASE("device signals: a sample is due every 10 ms while a datastore is read
     CHECK(sig.data().pid_device.empty());
     CHECK(sig.next_due_ns() > late + 10 * ms);
     CHECK(sig.next_due_ns() <= late + cfg.sysfs_interval_ns);
+  }
+  fs::remove_all(dir);
+}
+
+// The daemon's sampler runs on its own thread: each execution a rank ends is
+// read while the thread that owns the sampler never ticks it (a window's
+// analysis holds the daemon's main thread for longer than a step). The next
+// execution ends only once the last was sampled, so the test does not depend
+// on how fast this machine is; a sampler that is not ticked reads none.
+TEST_CASE("device signals: the sampler thread reads each execution without its owner's ticks", "[signals]") {
+  std::string dir = temp_dir();
+  put(dir + "/dev/neuron0", "");
+  CountingOps ops;
+  std::memcpy(ops.slab.data(), "nds", 4);
+  ops.owner = 100;
+  ops.owner_dev = dir + "/dev/neuron0";
+  ops.owner_from_ns = 0;
+  SignalsConfig cfg;
+  cfg.sysfs_root = dir + "/sys";
+  cfg.dev_root = dir + "/dev";
+  cfg.ops = &ops;
+  auto* count = reinterpret_cast<uint64_t*>(ops.slab.data() + nds_nc_offset(0, kNcInferenceCount));
+  constexpr uint64_t kExecutions = 20;
+  {
+    SamplerThread sampler(cfg);
+    sampler.set_pids({100});
+    auto seen = [&](uint64_t n) {
+      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (std::chrono::steady_clock::now() < end) {
+        const SignalsData d = sampler.snapshot();
+        if (!d.nds.empty() && d.nds.back().snap.inference_count == n) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      return false;
+    };
+    auto attached = [&] {
+      for (int i = 0; i < 10'000 && !sampler.snapshot().pid_device.count(100); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      return sampler.snapshot().pid_device.count(100) == 1;
+    };
+    REQUIRE(attached());
+    for (uint64_t n = 1; n <= kExecutions; ++n) {
+      __atomic_store_n(count, n, __ATOMIC_RELEASE);
+      REQUIRE(seen(n));
+    }
+    const SignalsData d = sampler.snapshot();
+    size_t exact = 0;
+    for (const auto& s : d.nds) exact += s.pid == 100 && s.nc == 0 && s.delta == 1;
+    CHECK(exact == kExecutions);
+    CHECK(sampler.ticks() >= kExecutions);
+    // Samples before a time are forgotten on request, between two ticks.
+    sampler.forget_before(UINT64_MAX);
+    CHECK(sampler.snapshot().nds.empty());
   }
   fs::remove_all(dir);
 }

@@ -201,11 +201,11 @@ TEST_CASE("verdict: a rank late in every other step, by far more than the other,
           "[verdict][unit]") {
   // A DataLoader with two workers on slow storage: rank 1 is 60 ms late in
   // the even steps of 100 ms, rank 0 5 ms late in the odd ones. Each is last
-  // in half the counted steps.
+  // in half the counted steps; rank 0 waits for rank 1 in the collective
+  // (60 ms in every other step) far more than rank 1 waits for it.
   JobAnalysis job;
-  auto ns = split({{Category::host_overhead, 60 * kMs}, {Category::collective, 40 * kMs}});
-  job.ranks.push_back(rank_of(0, 9, ns));
-  job.ranks.push_back(rank_of(1, 9, ns));
+  job.ranks.push_back(rank_of(0, 9, split({{Category::host_overhead, 35 * kMs}, {Category::collective, 65 * kMs}})));
+  job.ranks.push_back(rank_of(1, 9, split({{Category::host_overhead, 60 * kMs}, {Category::collective, 40 * kMs}})));
   job.skipped_warmup_steps = 1;
   auto set_late = [&](uint64_t even_ms, uint64_t odd_ms) {
     for (int k = 1; k < 9; ++k) {
@@ -227,4 +227,34 @@ TEST_CASE("verdict: a rank late in every other step, by far more than the other,
   CHECK(decide_verdict(job, tl, drops).straggler_rank == -1);
   set_late(15, 1);  // 7.5 ms per counted step: under a tenth of the step
   CHECK(decide_verdict(job, tl, drops).straggler_rank == -1);
+}
+
+// A rank last in most steps is named only when the other ranks wait for it:
+// they spend kMinPeersWait (5 pp) more of their step in the collective than
+// it does. Ranks that wait alike are late by chance (a symmetric job).
+TEST_CASE("verdict: a rank last in most steps is no straggler when the others wait no more than it does",
+          "[verdict][unit]") {
+  auto job_with = [](uint64_t coll0_ms, uint64_t coll1_ms) {
+    JobAnalysis job;
+    job.ranks.push_back(
+        rank_of(0, 9, split({{Category::host_overhead, (100 - coll0_ms) * kMs}, {Category::collective, coll0_ms * kMs}})));
+    job.ranks.push_back(
+        rank_of(1, 9, split({{Category::host_overhead, (100 - coll1_ms) * kMs}, {Category::collective, coll1_ms * kMs}})));
+    job.skipped_warmup_steps = 1;
+    for (int k = 1; k < 9; ++k) {  // rank 1 last, 12 ms late, in 6 of 8 steps; rank 0 2 ms in the rest
+      const bool one = k <= 6;
+      auto& late = job.ranks[one ? 1u : 0u].steps[static_cast<size_t>(k)];
+      late.straggler = true;
+      late.late_ns = (one ? 12 : 2) * kMs;
+    }
+    job.ranks[0].straggler_steps = 2;
+    job.ranks[1].straggler_steps = 6;
+    set_shares(job);
+    return job;
+  };
+  TimelineStore tl;
+  DropStats drops;
+  CHECK(decide_verdict(job_with(39, 30), tl, drops).straggler_rank == 1);  // rank 0 waits 9 pp more
+  CHECK(decide_verdict(job_with(31, 30), tl, drops).straggler_rank == -1);  // 1 pp: alike
+  CHECK(decide_verdict(job_with(30, 31), tl, drops).straggler_rank == -1);
 }

@@ -159,7 +159,8 @@ Status Daemon::reload() {
 
 // Every drain_ms_ while records come; after a second of none, the idle
 // interval (the next record wakes it, as in a session: loader/drain_wait.h);
-// never past the next discovery scan, window edge or device counter sample.
+// never past the next discovery scan or window edge. (The device counters
+// keep their own clock: signals/sampler_thread.h.)
 void Daemon::sleep_before_drain() {
   if (reader_ && reader_->more()) return;  // a drain cut short at its bound (a storm) goes on at once
   if (!wait_ || !tracer_) {
@@ -178,7 +179,6 @@ void Daemon::sleep_before_drain() {
   }
   uint64_t deadline = next_discover_ns_;
   if (window_open_) deadline = std::min(deadline, window_start_ns_ + static_cast<uint64_t>(cfg_.window_s * 1e9));
-  if (signals_) deadline = std::min(deadline, signals_->next_due_ns());  // an attached datastore: every 10 ms
   wait_->sleep(std::max<uint64_t>(deadline, 1));
   tracer_->set_consumer_idle(false);
 }
@@ -201,7 +201,7 @@ int Daemon::run() {
       pipe_.advance();
       if (window_detail_) check_hang(now);
     }
-    tick_device_signals(now);
+    tick_device_signals();
     if (now >= next_discover_ns_) {
       discover();
       next_discover_ns_ = now + static_cast<uint64_t>(cfg_.scan_ms) * 1'000'000ull;

@@ -41,7 +41,7 @@
 #include "loader/tracer_setup.h"
 #include "attribution/change_points.h"
 #include "pipeline/pipeline.h"
-#include "signals/device_signals.h"
+#include "signals/sampler_thread.h"
 #include "session/session.h"
 #include "steptrace_abi.h"
 #include "util/clock_anchor.h"
@@ -167,7 +167,7 @@ class Daemon {
   void sample_cpu();
   void sleep_before_drain();
   void start_device_signals();
-  void tick_device_signals(uint64_t now);
+  void tick_device_signals();  // the tracked processes to the sampler
   // The device counters of the flight recorder's span, as capture notes.
   std::vector<std::vector<uint8_t>> signal_notes(uint64_t from_ns, uint64_t now) const;
   void render_metrics();
@@ -212,9 +212,12 @@ class Daemon {
   // come, a forced wake-up when the ring is a quarter full, the idle interval
   // after a second of none. Null when it could not be made: a plain sleep.
   std::unique_ptr<DrainWait> wait_;
-  // The device counters (null with device_counters = false); the windows'
-  // analyses read its data, dumps carry it as notes.
-  std::unique_ptr<signals::DeviceSignals> signals_;
+  // The device counters (null with device_counters = false), sampled on
+  // their own thread: a window's analysis can hold this one for longer than
+  // a step. Each window's analysis reads a copy taken as it closes
+  // (signals_seen_); dumps carry a copy as notes.
+  std::unique_ptr<signals::SamplerThread> sampler_;
+  signals::SignalsData signals_seen_;
   size_t last_drained_ = 0;
   int stats_fd_ = -1;
   Pipeline pipe_;             // decode -> reorder -> analysis, one window at a time

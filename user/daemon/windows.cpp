@@ -28,6 +28,7 @@ void Daemon::close_window(uint64_t now, const char* reason) {
   delta.losses[ST_LOSS_TARGET_ADD] = std::max<uint64_t>(window_target_add_failed_, untraced_.size());
   window_target_add_failed_ = 0;
   window_incomplete_ = delta.incomplete();
+  if (sampler_) signals_seen_ = sampler_->snapshot();  // what the analysis reads (start_device_signals)
   JobAnalysis ja = pipe_.close_window(now, delta);
   if (window_detail_) hang_.observe(ja);
   publish(ja, window_detail_);
@@ -40,9 +41,9 @@ void Daemon::close_window(uint64_t now, const char* reason) {
   cycle_.window_closed();
   // The device counters: what the window just closed read, and what the
   // flight recorder still holds (a dump carries them), stay.
-  if (signals_) {
+  if (sampler_) {
     const uint64_t keep = static_cast<uint64_t>(cfg_.flight_seconds * 1e9);
-    signals_->forget_before(std::min(window_start_ns_, now > keep ? now - keep : 0));
+    sampler_->forget_before(std::min(window_start_ns_, now > keep ? now - keep : 0));
   }
   window_start_ns_ = now;
   drops_window_start_ = cur;
