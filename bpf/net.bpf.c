@@ -225,6 +225,51 @@ int BPF_KRETPROBE(st_kret_tcp_recvmsg, int ret)
 	return st_net_kp_exit(ret, ST_NET_RECV);
 }
 
+/*
+ * A segment with data reached a target's socket (tcp_rcv_established, in
+ * softirq or from the socket's backlog): when it arrived, not when a
+ * receive call returned it. The receive call's end bounds the sender's
+ * clock from one side only after the receiver woke and copied; the
+ * arrival is tens of microseconds earlier on a busy host, so the clock
+ * bound across hosts (multinode/stream_match.h) narrows by as much. Only
+ * sockets a target already used (st_socks); the record is a net_xfer with
+ * ST_NET_ARRIVAL, the owner's pid and tid 0, and no call time.
+ */
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(st_tcp_probe, struct sock *sk, const struct sk_buff *skb)
+{
+	struct st_net_xfer *e;
+	struct tcphdr th;
+	__u64 sock_id = (__u64)sk;
+	__u32 *owner, len, hdr_len;
+	unsigned char *data;
+
+	if (!(st_cfg.enabled & ST_SUB_NET) || !st_detail)
+		return 0;
+	owner = bpf_map_lookup_elem(&st_socks, &sock_id);
+	if (!owner)
+		return 0;
+	data = BPF_CORE_READ(skb, data);
+	len = BPF_CORE_READ(skb, len);
+	if (bpf_probe_read_kernel(&th, sizeof(th), data))
+		return 0;
+	hdr_len = (__u32)th.doff * 4;
+	if (hdr_len < sizeof(th) || len <= hdr_len)
+		return 0; /* no data: an ACK */
+	e = st_reserve_for(sizeof(*e), ST_EV_NET_XFER, *owner, 0, bpf_ktime_get_ns());
+	if (!e)
+		return 0;
+	e->sock_id = sock_id;
+	e->dur_ns = 0;
+	st_sk_tuple(sk, &e->tuple);
+	e->bytes = (__s32)(len - hdr_len);
+	e->dir = ST_NET_RECV;
+	e->seq_end = __builtin_bswap32(th.seq) + (len - hdr_len);
+	e->flags = ST_NET_SEQ_VALID | ST_NET_ARRIVAL;
+	st_submit(e);
+	return 0;
+}
+
 SEC("tp_btf/tcp_retransmit_skb")
 int BPF_PROG(st_tcp_retransmit_skb, struct sock *sk, struct sk_buff *skb)
 {

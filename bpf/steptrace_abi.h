@@ -16,14 +16,16 @@
 #include <linux/types.h>
 #endif
 
-#define ST_ABI_VERSION 7
+#define ST_ABI_VERSION 8
 /* Oldest record layout this build still reads (capture files). v1 -> v2:
  * st_sched_switch grew prev_queue_ns; v1 switch records decode with it unknown.
  * v2 -> v3: kind ST_EV_RDMA_VERB added (no existing layout changed).
  * v3 -> v4: kind ST_EV_USER_NOTE added (written by userspace, never by BPF).
  * v5 -> v6: kind ST_EV_CPU_SAMPLE added (no existing layout changed).
  * v6 -> v7: st_net_xfer grew seq_end and flags; v6 records decode with no
- * stream position (ST_NET_XFER_V6_SIZE). */
+ * stream position (ST_NET_XFER_V6_SIZE).
+ * v7 -> v8: st_net_xfer flag ST_NET_ARRIVAL (a segment's arrival, not a
+ * call; no layout changed): a v7 reader would take them for receive calls. */
 #define ST_ABI_MIN_READABLE 1
 #define ST_COMM_LEN 16
 #define ST_MAX_TARGETS 65536   /* traced tgids (follows fork) */
@@ -218,9 +220,12 @@ struct st_net_xfer {
 	 * (multinode/stream_match.h).
 	 */
 	__u32 seq_end;
-	__u32 flags;       /* ST_NET_SEQ_VALID */
+	__u32 flags;       /* ST_NET_SEQ_VALID, ST_NET_ARRIVAL */
 };
 #define ST_NET_SEQ_VALID 1u
+/* Not a call: a segment with these bytes arrived at the socket (dir RECV,
+ * dur_ns 0, tid 0, pid the socket's owner); only the clock bound uses it. */
+#define ST_NET_ARRIVAL 2u
 #define ST_NET_XFER_V6_SIZE 88
 
 struct st_tcp_retransmit {

@@ -12,52 +12,33 @@ bin=$1 sim=$2 prom=$3 src=$4
 t=$(mktemp -d /tmp/st-fleet.XXXXXX)
 py=/usr/bin/python3
 pids_to_kill=()
-cg_root=
 cleanup() {
   for p in "${pids_to_kill[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids_to_kill[@]}"; do wait "$p" 2>/dev/null || true; done
-  if [ -n "$cg_root" ]; then
-    # Back to the root before the cgroups go (rmdir needs them empty).
-    for n in node0 node1; do
-      [ -f "$cg_root/$n/cgroup.procs" ] || continue
-      while read -r p; do echo "$p" > "$cg_mount/cgroup.procs" 2>/dev/null || true; done < "$cg_root/$n/cgroup.procs"
-      rmdir "$cg_root/$n" 2>/dev/null || true
-    done
-    rmdir "$cg_root" 2>/dev/null || true
-  fi
   rm -rf "$t"
 }
 trap cleanup EXIT
 
-# A hierarchy to make the nodes' cgroups in: cgroup v2 (unified) where it is
-# mounted, else the v1 pids controller.
-if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then cg_mount=/sys/fs/cgroup
-elif [ "$(stat -fc %T /sys/fs/cgroup/unified 2>/dev/null)" = cgroup2fs ]; then cg_mount=/sys/fs/cgroup/unified
-else cg_mount=/sys/fs/cgroup/pids
-fi
-name=$(basename "$t")
-cg_root=$cg_mount/$name
-mkdir -p "$cg_root/node0" "$cg_root/node1"
-
+# trainsim --node-cgroups puts each node's ranks (and their loaders, from
+# their fork on) in <cgroup2 mount>/trainsim-<its pid>/node<N>/rank<R>, and
+# removes the groups when it ends.
 mkdir -p "$t/dev"
-"$sim" --scenario straggler --ranks 4 --nnodes 2 --duration 70 --dev-dir "$t/dev" --truth "$t/truth.json" \
-  > "$t/sim.log" 2>&1 &
+"$sim" --scenario straggler --ranks 4 --nnodes 2 --node-cgroups --duration 70 --dev-dir "$t/dev" \
+  --truth "$t/truth.json" > "$t/sim.log" 2>&1 &
 simpid=$!
 pids_to_kill+=("$simpid")
 . "$(dirname "$0")/trainsim_ranks.sh"
 wait_trainsim_ranks "$simpid" 4 || true
 [ "${#pids[@]}" = 4 ] || { echo "expected 4 ranks, found ${#pids[@]}"; cat "$t/sim.log"; exit 1; }
-# Each rank and everything under it (its loader workers) into its node's cgroup.
-tree() {
-  echo "$1"
-  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree "$c"; done
-}
+cg_node() { sed -n "s/^trainsim: node $1's ranks in //p" "$t/sim.log"; }
+cg0=$(cg_node 0) cg1=$(cg_node 1)
+[ -d "$cg0" ] && [ -d "$cg1" ] || { echo "no node cgroups"; cat "$t/sim.log"; exit 1; }
+name=trainsim-$simpid
 for i in 0 1 2 3; do
-  node=node$((i / 2))
-  for p in $(tree "${pids[$i]}"); do echo "$p" > "$cg_root/$node/cgroup.procs"; done
+  grep -q "^0::/$name/node$((i / 2))/rank$i\$" /proc/"${pids[$i]}"/cgroup ||
+    { echo "rank $i is not in its node's cgroup:"; cat /proc/"${pids[$i]}"/cgroup; exit 1; }
 done
-echo "ranks ${pids[*]}: 0,1 in $cg_root/node0, 2,3 in $cg_root/node1"
-grep -h . /proc/"${pids[3]}"/cgroup | grep -F "$name" || { echo "rank 3 is not in its node's cgroup"; exit 1; }
+echo "ranks ${pids[*]}: 0,1 in $cg0, 2,3 in $cg1"
 
 free_port() { $py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 devs=()
@@ -70,7 +51,7 @@ for n in 0 1; do
   ports+=("$port")
   mkdir -p "$t/d$n"
   # Node 0's scope as a cgroup directory, node 1's as /proc/PID/cgroup reads it: both forms.
-  scope=$([ $n = 0 ] && echo "$cg_root/node0" || echo "/$name/node1")
+  scope=$([ $n = 0 ] && echo "$cg0" || echo "/$name/node1")
   "$bin" daemon --config /dev/null --cgroup "$scope" --host "sim-node$n" --listen "127.0.0.1:$port" \
     --control-socket none --dump-dir "$t/d$n" --no-auto-dump --window 3 --scan-ms 250 --max-cpu 100 \
     "${devs[@]}" > "$t/daemon$n.log" 2>&1 &

@@ -136,11 +136,12 @@ print(f"the same instants aligned within {worst:.0f} ns over the recording (stat
       f"drift {h1['drift_ppm']:+.3f} ppm (anchors{', the wall clock STEPPED' if h1['wall_clock_stepped'] else ''}) "
       f"{net['drift_ppm']:+.3f} ppm (network) against {h0['drift_ppm']:+.3f} ppm unshifted "
       f"(planted: the monotonic clock 40 ppm fast)")
-# The bound is the transit and wake-up of the quickest exchanges near each
-# end of the recording: a timing, so the issue's 100 us target on a quiet
-# link is measured and reported (docs/multi-node.md), not asserted here;
-# asserted: far tighter than wall clocks give (milliseconds under NTP).
-assert 0 < bound <= 500_000, bound
+# The bound is the send call and transit of the quickest exchanges near each
+# end of the recording (the segments' arrivals, tcp:tcp_probe, take the
+# receiver's wake-up out of it): 4.8-8.2 us measured on this VM, loopback and
+# veth alike (docs/multi-node.md). Asserted: the issue's 100 us target, with
+# a dozen times that for a loaded machine's quickest exchange.
+assert 0 < bound <= 100_000, bound
 assert worst <= bound + 100, (errs, bound)
 # The drift, relative to the unshifted capture's own slew (NTP may be
 # slewing this host's clock): by the anchors alone, unless the wall clock

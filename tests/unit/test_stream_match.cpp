@@ -5,10 +5,13 @@
 // milliseconds and drifting, the fit must land within its own stated bound.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <random>
 
 #include "multinode/stream_match.h"
+#include "timeline/collector_stats.h"
 #include "timeline/stream_marks.h"
+#include "timeline/timeline_store.h"
 
 using namespace steptrace;
 
@@ -225,4 +228,103 @@ TEST_CASE("stream match: three hosts in a line are fitted through the middle one
   const int64_t worst = worst_error(p12, clocks[2]);
   INFO("host 2 worst " << worst << " ns, bound " << clocks[2].net_bound_ns);
   CHECK(worst <= static_cast<int64_t>(clocks[2].net_bound_ns));
+}
+
+namespace {
+
+// A net_xfer record as the collector writes it: a receive call, or a
+// segment's arrival (ST_NET_ARRIVAL: no call, tid 0, the socket's owner).
+st_net_xfer recv_record(uint64_t ts, uint64_t dur, uint32_t seq_end, int32_t bytes, bool arrival) {
+  st_net_xfer n{};
+  n.hdr.kind = ST_EV_NET_XFER;
+  n.hdr.size = sizeof(n);
+  n.hdr.pid = 700;
+  n.hdr.tid = arrival ? 0 : 701;
+  n.hdr.ts_ns = ts;
+  n.sock_id = 0xabc;
+  n.dur_ns = dur;
+  n.tuple.family = 2;
+  std::memcpy(n.tuple.saddr, kAddrB, 16);
+  std::memcpy(n.tuple.daddr, kAddrA, 16);
+  n.tuple.sport = 29500;
+  n.tuple.dport = 40000;
+  n.bytes = bytes;
+  n.dir = ST_NET_RECV;
+  n.seq_end = seq_end;
+  n.flags = ST_NET_SEQ_VALID | (arrival ? ST_NET_ARRIVAL : 0u);
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("stream marks: a segment's arrival is a receive mark at its instant, and no thread's call", "[multinode]") {
+  StreamMarks marks;
+  marks.enable();
+  marks.on_event(Event{recv_record(50'000, 0, 9000, 1448, true)});
+  marks.on_event(Event{recv_record(90'000, 20'000, 9000, 3000, false)});
+  REQUIRE(marks.marks().size() == 2);
+  const StreamMark& arrival = marks.marks()[0];
+  CHECK_FALSE(arrival.send);
+  CHECK(arrival.arrival);
+  CHECK_FALSE(marks.marks()[1].arrival);
+  CHECK(arrival.start == 50'000);
+  CHECK(arrival.end == 50'000);
+  CHECK(arrival.seq_end == 9000);
+  CHECK(arrival.bytes == 1448);
+  // The bytes flow from the peer (A, port 40000) to this end (B, 29500).
+  CHECK(arrival.flow == stream_flow_id(kAddrA, 40000, kAddrB, 29500));
+  CHECK(marks.marks()[1].flow == arrival.flow);
+  CHECK(marks.marks()[1].start == 70'000);
+
+  // The timeline and the socket table see the call only.
+  TimelineStore tl;
+  tl.on_event(Event{recv_record(50'000, 0, 9000, 1448, true)});
+  CHECK(tl.threads().empty());
+  tl.on_event(Event{recv_record(90'000, 20'000, 9000, 3000, false)});
+  REQUIRE(tl.find(701) != nullptr);
+  CHECK(tl.find(701)->spans.size() == 1);
+  CHECK(tl.find(0) == nullptr);
+  CollectorStats stats;
+  stats.on_event(Event{recv_record(50'000, 0, 9000, 1448, true)});
+  stats.on_event(Event{recv_record(90'000, 20'000, 9000, 3000, false)});
+  REQUIRE(stats.socks.size() == 1);
+  CHECK(stats.socks.begin()->second.recv.count == 1);
+  CHECK(stats.socks.begin()->second.recv.bytes == 3000);
+}
+
+TEST_CASE("stream match: arrivals bound the clocks by the bytes' transit, not the receiver's wake-up", "[multinode]") {
+  // The receivers wake 0.3-0.9 ms after the bytes arrive (a busy host); the
+  // arrivals are recorded as the bytes reach the socket.
+  Plan p;
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int64_t> transit(8 * kUs, 30 * kUs), wake(300 * kUs, 900 * kUs);
+  const uint64_t ab = stream_flow_id(kAddrA, 40000, kAddrB, 29500), ba = stream_flow_id(kAddrB, 29500, kAddrA, 40000);
+  std::vector<StreamMark> a_calls, b_calls, a_arrivals, b_arrivals;
+  uint32_t a_seq = p.a_seq0, b_seq = p.b_seq0;
+  for (int i = 0; i < p.messages; ++i) {
+    const int64_t t = kT0 + i * 2500 * kUs, u = t + kMs;
+    a_seq += 3000;
+    a_calls.push_back({ab, mono_a(t), mono_a(t + 5 * kUs), a_seq, 3000, true});
+    const int64_t arrive = t + 5 * kUs + transit(rng);
+    b_arrivals.push_back({ab, mono_b(p, arrive), mono_b(p, arrive), a_seq, 3000, false});
+    b_calls.push_back({ab, mono_b(p, arrive + wake(rng)), mono_b(p, arrive + wake(rng) + 2 * kUs), a_seq, 3000, false});
+    b_seq += 3000;
+    b_calls.push_back({ba, mono_b(p, u), mono_b(p, u + 5 * kUs), b_seq, 3000, true});
+    const int64_t arrive2 = u + 5 * kUs + transit(rng);
+    a_arrivals.push_back({ba, mono_a(arrive2), mono_a(arrive2), b_seq, 3000, false});
+    a_calls.push_back({ba, mono_a(arrive2 + wake(rng)), mono_a(arrive2 + wake(rng) + 2 * kUs), b_seq, 3000, false});
+  }
+  const HostAlignment ca = anchored(kOffsetA), cb = anchored(kOffsetB);
+  const StreamFit calls_only = fit_stream_offset(b_calls, cb, a_calls, ca);
+  std::vector<StreamMark> a_all = a_calls, b_all = b_calls;
+  a_all.insert(a_all.end(), a_arrivals.begin(), a_arrivals.end());
+  b_all.insert(b_all.end(), b_arrivals.begin(), b_arrivals.end());
+  const StreamFit with_arrivals = fit_stream_offset(b_all, cb, a_all, ca);
+  REQUIRE(calls_only.ok);
+  REQUIRE(with_arrivals.ok);
+  INFO("bound by calls " << calls_only.bound_ns << " ns, with arrivals " << with_arrivals.bound_ns << " ns");
+  CHECK(calls_only.bound_ns >= 300 * kUs);         // the quickest wake-up each way
+  CHECK(with_arrivals.bound_ns <= 45 * kUs);       // the quickest send + transit each way
+  CHECK(worst_error(p, with_fit(cb, with_arrivals)) <= static_cast<int64_t>(with_arrivals.bound_ns));
+  CHECK(worst_error(p, with_fit(cb, calls_only)) <= static_cast<int64_t>(calls_only.bound_ns));
 }

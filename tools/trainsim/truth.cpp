@@ -156,6 +156,8 @@ std::string to_json(const Truth &t, int indent)
 		jr["pid"] = r.pid;
 		jr["main_tid"] = r.main_tid;
 		jr["node"] = r.node;
+		if (!r.node_cgroup.empty())
+			jr["node_cgroup"] = r.node_cgroup;
 		jr["loader_pids"] = r.loader_pids;
 		jr["loader_tids"] = r.loader_tids;
 		jr["device"] = r.device;
@@ -245,6 +247,7 @@ std::optional<Truth> from_json(const std::string &text, std::string *err)
 			r.pid = jr.at("pid").get<int>();
 			r.main_tid = jr.at("main_tid").get<int>();
 			r.node = jr.value("node", 0);
+			r.node_cgroup = jr.value("node_cgroup", std::string());
 			r.loader_pids = jr.at("loader_pids").get<std::vector<int>>();
 			r.loader_tids = jr.at("loader_tids").get<std::vector<int>>();
 			r.device = jr.value("device", "");

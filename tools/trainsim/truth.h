@@ -101,6 +101,7 @@ struct Rank {
 	int pid = 0;
 	int main_tid = 0;
 	int node = 0; // simulated node (trainsim --nnodes): rank / (world_size / nnodes)
+	std::string node_cgroup; // --node-cgroups: the rank's leaf under its node's cgroup v2 group
 	std::vector<int> loader_pids;
 	std::vector<int> loader_tids;
 	std::string device;

@@ -73,6 +73,7 @@ KernelFeatures probe_features(const std::string& btf_override) {
     f.link_kprobe_missed = btf_has_member_path(btf, "bpf_link_info", {"perf_event", "kprobe", "missed"});
     f.tp_inet_sock_set_state = btf_has_tracepoint(btf, "inet_sock_set_state");
     f.tp_tcp_retransmit = btf_has_tracepoint(btf, "tcp_retransmit_skb");
+    f.tp_tcp_probe = btf_has_tracepoint(btf, "tcp_probe");
     f.tp_sys_enter = btf_has_tracepoint(btf, "sys_enter");
     f.tp_irq = btf_has_tracepoint(btf, "irq_handler_entry") && btf_has_tracepoint(btf, "irq_handler_exit") &&
                btf_has_tracepoint(btf, "softirq_entry") && btf_has_tracepoint(btf, "softirq_exit");

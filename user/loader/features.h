@@ -26,6 +26,7 @@ struct KernelFeatures {
   bool tp_block_rq_merge = false;    // forget a request merged into another
   bool tp_inet_sock_set_state = false;
   bool tp_tcp_retransmit = false;
+  bool tp_tcp_probe = false;       // tcp:tcp_probe (segments arriving: the clock bound across hosts)
   bool tp_sys_enter = false;
   bool tp_irq = false;             // irq:irq_handler_entry/exit and softirq_entry/exit
   bool tp_direct_reclaim = false;  // vmscan:mm_vmscan_direct_reclaim_begin/end

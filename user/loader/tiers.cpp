@@ -68,9 +68,11 @@ std::vector<AttachTier> TierPlan::describe(uint32_t sub, const KernelFeatures& f
   }
   if (!(sub & ST_SUB_SAMPLE)) t.push_back({"sample", "disabled"});
   else t.push_back({"sample", "perf_event cpu-clock per CPU, user (frame pointers) and kernel stacks"});
+  // Segment arrivals (tcp_probe) only narrow the clock bound across hosts.
+  const std::string arrivals = f.tp_tcp_probe ? ", tcp_probe arrivals" : "";
   if (!(sub & ST_SUB_NET)) t.push_back({"net", "disabled"});
-  else if (net_tp) t.push_back({"net", "tp_btf sock_send_length/sock_recv_length + tcp state"});
-  else if (net_kprobe) t.push_back({"net", "kprobe/kretprobe tcp_sendmsg/tcp_recvmsg + tcp state"});
+  else if (net_tp) t.push_back({"net", "tp_btf sock_send_length/sock_recv_length + tcp state" + arrivals});
+  else if (net_kprobe) t.push_back({"net", "kprobe/kretprobe tcp_sendmsg/tcp_recvmsg + tcp state" + arrivals});
   else t.push_back({"net", "tcp state/retransmit only (no per-call bytes on this kernel)"});
   return t;
 }

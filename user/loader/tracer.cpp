@@ -127,6 +127,7 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
     if (!plan_.net_kprobe) off(p);
   }
   if (!(sub & ST_SUB_NET) || !f.tp_tcp_retransmit) off(skel_->progs.st_tcp_retransmit_skb);
+  if (!(sub & ST_SUB_NET) || !f.tp_tcp_probe) off(skel_->progs.st_tcp_probe);
   if (!(sub & ST_SUB_NET) || !f.tp_inet_sock_set_state) off(skel_->progs.st_inet_sock_set_state);
   // Host steals: interrupts need the sched collector (it sends their time
   // per slice and keeps the per-CPU current target); reclaim does not.

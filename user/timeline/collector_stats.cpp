@@ -55,6 +55,7 @@ void CollectorStats::on_event(const Event& ev) {
           auto& s = socks[e.sock_id];
           keep_tuple(s, e.tuple);
           s.pid = e.hdr.pid;
+          if (e.flags & ST_NET_ARRIVAL) return;  // a segment's arrival, not a call (the clock bound's)
           (e.dir == ST_NET_SEND ? s.send : s.recv).add(e.dur_ns, static_cast<uint64_t>(e.bytes));
         } else if constexpr (std::is_same_v<T, st_tcp_retransmit>) {
           auto& s = socks[e.sock_id];

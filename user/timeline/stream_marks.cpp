@@ -34,8 +34,11 @@ void StreamMarks::on_event(const Event& e) {
   // A send's bytes flow from this end (saddr) to the peer; a receive's from the peer.
   m.flow = m.send ? stream_flow_id(n->tuple.saddr, n->tuple.sport, n->tuple.daddr, n->tuple.dport)
                   : stream_flow_id(n->tuple.daddr, n->tuple.dport, n->tuple.saddr, n->tuple.sport);
+  // An arrival (ST_NET_ARRIVAL) is a receive with no call: the bytes were
+  // there at its instant, before any receive call returned them.
   m.end = n->hdr.ts_ns;
   m.start = n->dur_ns && n->dur_ns < m.end ? m.end - n->dur_ns : m.end;
+  m.arrival = (n->flags & ST_NET_ARRIVAL) != 0;
   m.seq_end = n->seq_end;
   m.bytes = static_cast<uint32_t>(n->bytes);
   add(m);

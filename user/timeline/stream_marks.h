@@ -27,6 +27,7 @@ struct StreamMark {
   uint32_t seq_end = 0;     // one past the last byte it moved (mod 2^32)
   uint32_t bytes = 0;
   bool send = false;
+  bool arrival = false;     // a receive: the bytes reached the socket (no call; start == end)
 };
 
 // The flow of bytes from (saddr, sport) to (daddr, dport).

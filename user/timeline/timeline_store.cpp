@@ -159,6 +159,7 @@ void TimelineStore::on_event(const Event& ev, ThreadTable* totals) {
           }
           if (h.start < h.end || h.ns) t.steals.push_back(h);
         } else if constexpr (std::is_same_v<T, st_net_xfer>) {
+          if (e.flags & ST_NET_ARRIVAL) return;  // a segment's arrival, not a call: no thread's time
           Span s;
           s.start = e.dur_ns && e.dur_ns < ts ? ts - e.dur_ns : ts;
           s.end = ts;

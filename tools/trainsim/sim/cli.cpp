@@ -146,6 +146,10 @@ CliOutcome parse_cli(const std::vector<std::string> &args)
 		->group("Job");
 	TS_KNOB("--node-addrs", node_addrs, "A0,A1,...: each node's IPv4 address in its namespace (with --node-netns)")
 		->group("Job");
+	reg(app.add_flag("--node-cgroups", cli.node_cgroups,
+			 "each node's ranks in their own cgroup v2 group, trainsim-<pid>/node<N>/rank<R> (needs root)"),
+	    [&](Knobs &k) { k.node_cgroups = cli.node_cgroups; })
+		->group("Job");
 	CLI::Option *steps_opt = TS_KNOB("-s,--steps", steps, "training steps per rank (a cap when --duration is set)")->group("Job");
 	TS_KNOB("-d,--duration", duration_s, "stop after this many seconds (0: run --steps)")->group("Job");
 

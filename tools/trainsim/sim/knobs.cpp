@@ -455,6 +455,7 @@ std::string knobs_to_json(const Knobs &k)
 		{"nnodes", k.nnodes},
 		{"node_netns", k.node_netns},
 		{"node_addrs", k.node_addrs},
+		{"node_cgroups", k.node_cgroups},
 		{"steps", k.steps},
 		{"duration_s", k.duration_s},
 		{"loader_workers", k.loader_workers},

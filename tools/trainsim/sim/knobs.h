@@ -61,6 +61,10 @@ struct Knobs {
 	// every rank on this host's loopback.
 	std::string node_netns;
 	std::string node_addrs;
+	// Each node's ranks (and their loaders) in their own cgroup v2 group,
+	// <cgroup2 mount>/trainsim-<launcher pid>/node<N>/rank<R>, so a tracer
+	// can be scoped to one node (steptrace daemon --cgroup .../node<N>).
+	bool node_cgroups = false;
 	int steps = 20;
 	double duration_s = 0; // >0: stop after this long (steps becomes a cap)
 

@@ -124,6 +124,7 @@ struct Job {
 	std::vector<steals::CpuCgroup> cpu_cg; // per rank; path "" = none
 	std::vector<std::optional<steals::LoaderMem>> loader_mem; // per rank
 	std::vector<std::string> cgroup_tops; // trainsim-<pid> dirs to remove
+	std::vector<std::string> node_cg;     // per rank: its leaf under its node's group ("" = none)
 	steals::Rps rps;
 	pid_t traffic = -1;
 	steals::SoftirqTrace trace;
@@ -229,6 +230,56 @@ void drop_dataset_cache(const Knobs &k)
 	}
 }
 
+std::string cgroup_top_name()
+{
+	return "trainsim-" + std::to_string(getpid());
+}
+
+// Where rank r's own cgroups go, relative to a hierarchy's base: under its
+// node's group with --node-cgroups, so that a cgroup v2 rank moved into a
+// throttled or memory-limited group stays inside its node.
+std::string rank_cgroup_base(const Knobs &k, int r)
+{
+	std::string base = cgroup_top_name();
+	if (k.node_cgroups)
+		base += "/node" + std::to_string(node_of(r, k.ranks, k.nnodes));
+	return base;
+}
+
+// --node-cgroups: <cgroup2 mount>/trainsim-<pid>/node<N>/rank<R>, one leaf
+// per rank (cgroup v2 lets only leaves hold processes once a controller is
+// enabled below a group, and the steals may enable cpu/memory under the
+// node). The rank joins its leaf right after fork, before its loaders
+// start. False: printed.
+bool make_node_cgroups(Job &j)
+{
+	const Knobs &k = j.k;
+	j.node_cg.assign(static_cast<size_t>(k.ranks), "");
+	if (!k.node_cgroups)
+		return true;
+	if (geteuid() != 0) {
+		fprintf(stderr, "trainsim: --node-cgroups needs root\n");
+		return false;
+	}
+	const std::string v2 = steals::v2_mount();
+	if (v2.empty()) {
+		fprintf(stderr, "trainsim: --node-cgroups needs a cgroup2 mount (none in /proc/mounts)\n");
+		return false;
+	}
+	j.cgroup_tops.push_back(v2 + "/" + cgroup_top_name());
+	std::string err;
+	for (int r = 0; r < k.ranks; r++) {
+		j.node_cg[r] = v2 + "/" + rank_cgroup_base(k, r) + "/rank" + std::to_string(r);
+		if (!steals::make_dir(j.node_cg[r], &err)) {
+			fprintf(stderr, "trainsim: node cgroup: %s\n", err.c_str());
+			return false;
+		}
+	}
+	for (int n = 0; n < k.nnodes; n++)
+		fprintf(stderr, "trainsim: node %d's ranks in %s/%s/node%d\n", n, v2.c_str(), cgroup_top_name().c_str(), n);
+	return true;
+}
+
 // The host steals: cpu cgroups per throttled rank, the loaders' memory and
 // PSI cgroups, RPS + traffic + the softirq trace. False: printed, and
 // plant_failed set (exit code 2).
@@ -242,7 +293,7 @@ bool plant_steals(Job &j)
 		return true;
 	if (geteuid() != 0)
 		return plant_fail(j, "not root (cgroups, rps_cpus and tracefs need root)");
-	std::string err, top = "trainsim-" + std::to_string(getpid());
+	std::string err, top = cgroup_top_name();
 	auto add_top = [&](const steals::Hierarchy &h) {
 		std::string base = h.v2 ? h.mount : h.mount + (h.self == "/" ? "" : h.self);
 		std::string t = base + "/" + top;
@@ -257,7 +308,7 @@ bool plant_steals(Job &j)
 		for (int r = 0; r < k.ranks; r++) {
 			if (k.throttle_rank >= 0 && k.throttle_rank != r)
 				continue;
-			auto cg = steals::make_cpu_cgroup(*h, top + "/rank" + std::to_string(r) + "-cpu",
+			auto cg = steals::make_cpu_cgroup(*h, rank_cgroup_base(k, r) + "/rank" + std::to_string(r) + "-cpu",
 							  static_cast<int64_t>(k.cpu_quota_ms * 1000),
 							  static_cast<int64_t>(k.cpu_period_ms * 1000), &err);
 			if (!cg)
@@ -285,7 +336,7 @@ bool plant_steals(Job &j)
 		add_top(*h);
 		add_top(steals::Hierarchy{true, v2, "/"});
 		for (int r = 0; r < k.ranks; r++) {
-			auto m = steals::make_loader_mem(*h, v2, top + "/rank" + std::to_string(r) + "-loaders",
+			auto m = steals::make_loader_mem(*h, v2, rank_cgroup_base(k, r) + "/rank" + std::to_string(r) + "-loaders",
 							 k.loader_memory_mb << 20, k.loader_workers, &err);
 			if (!m)
 				return plant_fail(j, "loader memory cgroup: " + err);
@@ -412,6 +463,11 @@ bool start_ranks(Job &j)
 				fprintf(stderr, "trainsim: rank %d: %s\n", r, err.c_str());
 				_exit(1);
 			}
+			// Its node's cgroup, before it starts anything (its loaders follow it).
+			if (!j.node_cg[r].empty() && !steals::write_file(j.node_cg[r] + "/cgroup.procs", "0", &err)) {
+				fprintf(stderr, "trainsim: rank %d: node cgroup: %s\n", r, err.c_str());
+				_exit(1);
+			}
 			net.close_all();
 			_exit(run_rank(ctx));
 		}
@@ -481,6 +537,8 @@ bool merge_truth(Job &j)
 			return false;
 		}
 		t.rank_data.push_back(std::move(part->rank_data[0]));
+		if (!j.node_cg[r].empty())
+			t.rank_data.back().node_cgroup = j.node_cg[r];
 		add_softirq_truth(j, t.rank_data.back());
 		if (part->hang)
 			t.hang = part->hang;
@@ -566,7 +624,7 @@ int run_launcher(const Knobs &k_in)
 		return 1;
 	}
 	// A rank that failed to start leaves the others to cleanup's SIGTERM.
-	bool ok = start_services(j) && plant_steals(j) && start_ranks(j);
+	bool ok = start_services(j) && make_node_cgroups(j) && plant_steals(j) && start_ranks(j);
 	ok = ok && wait_ranks(j);
 	ok = ok && merge_truth(j);
 	cleanup(j);

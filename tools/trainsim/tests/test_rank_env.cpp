@@ -63,6 +63,18 @@ struct Seen {
 	std::map<int, int> loader_parent;
 };
 
+// The process's cgroup v2 path ("0::/a/b" in /proc/PID/cgroup), kept in its
+// Env under "@cgroup".
+std::string v2_cgroup_of(const std::string &pid)
+{
+	std::string all = slurp("/proc/" + pid + "/cgroup");
+	size_t at = all.rfind("0::", 0) == 0 ? 0 : all.find("\n0::");
+	if (at == std::string::npos)
+		return "";
+	at += at == 0 ? 3 : 4;
+	return all.substr(at, all.find('\n', at) - at);
+}
+
 // One look at /proc: the launcher's children that carry RANK, and their
 // children.
 void look(pid_t launcher, Seen &seen)
@@ -79,14 +91,17 @@ void look(pid_t launcher, Seen &seen)
 		if (ppid_of(p) != launcher || seen.ranks.count(pid) || slurp("/proc/" + p + "/comm") != "trainsim-main\n")
 			continue;
 		Env env = read_environ(p);
-		if (env.count("RANK")) // else not exported yet (or not a rank)
+		if (env.count("RANK")) { // else not exported yet (or not a rank)
+			env["@cgroup"] = v2_cgroup_of(p);
 			seen.ranks[pid] = env;
+		}
 	}
 	for (const auto &p : pids) {
 		int pid = atoi(p.c_str()), parent = ppid_of(p);
 		if (seen.ranks.count(parent) && !seen.loaders.count(pid)) {
 			Env env = read_environ(p);
 			if (!env.empty()) {
+				env["@cgroup"] = v2_cgroup_of(p);
 				seen.loaders[pid] = env;
 				seen.loader_parent[pid] = parent;
 			}
@@ -187,12 +202,13 @@ TEST_CASE("export_launcher_env: /proc/self/environ shows the variables, a forked
 	CHECK(got == "ok 2 1 0 trainsim-77 " + path0 + " 2 child-same");
 }
 
-TEST_CASE("trainsim --nnodes 2: 4 ranks carry torchrun's variables in /proc/PID/environ", "[root][rank_env]")
+TEST_CASE("trainsim --nnodes 2 --node-cgroups: 4 ranks carry torchrun's variables in /proc/PID/environ, each node "
+	  "in its own cgroup", "[root][rank_env]")
 {
 	if (!can_fuse())
 		return;
 	std::string dir = temp_dir("trainsim-test-env-");
-	pid_t pid = spawn({kBin + "/trainsim", "-r", "4", "--nnodes", "2", "-s", "6", "--scenario", "straggler",
+	pid_t pid = spawn({kBin + "/trainsim", "-r", "4", "--nnodes", "2", "--node-cgroups", "-s", "6", "--scenario", "straggler",
 			   "--truth", dir + "/truth.json", "--dev-dir", dir + "/dev"},
 			  dir + "/log");
 	Seen seen;
@@ -256,4 +272,23 @@ TEST_CASE("trainsim --nnodes 2: 4 ranks carry torchrun's variables in /proc/PID/
 			CHECK(seen.ranks[r.pid]["RANK"] == std::to_string(r.rank));
 	}
 	CHECK(nodes == std::vector<int>{0, 0, 1, 1});
+
+	// --node-cgroups: each rank in trainsim-<pid>/node<N>/rank<R> from its
+	// fork on, its loaders with it; the groups are gone once trainsim ends.
+	const std::string top = "/trainsim-" + std::to_string(pid);
+	for (auto &[rpid, env] : seen.ranks) {
+		int r = atoi(env["RANK"].c_str());
+		CHECK(env["@cgroup"] == top + "/node" + std::to_string(r / 2) + "/rank" + std::to_string(r));
+	}
+	for (auto &[lpid, env] : seen.loaders) {
+		INFO("loader " << lpid);
+		CHECK(env["@cgroup"] == seen.ranks[seen.loader_parent[lpid]]["@cgroup"]);
+	}
+	for (const auto &r : t->rank_data) {
+		INFO("rank " << r.rank << " " << r.node_cgroup);
+		const std::string want = top + "/node" + std::to_string(r.node) + "/rank" + std::to_string(r.rank);
+		REQUIRE(r.node_cgroup.size() > want.size());
+		CHECK(r.node_cgroup.substr(r.node_cgroup.size() - want.size()) == want);
+		CHECK_FALSE(fs::exists(r.node_cgroup.substr(0, r.node_cgroup.size() - want.size()) + top));
+	}
 }
