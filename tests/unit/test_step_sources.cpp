@@ -293,6 +293,94 @@ TEST_CASE("steps: a known burst model cuts a group of two steps back into two", 
   }
 }
 
+TEST_CASE("steps: a small burst after the batch wait opens no step late, though grouped with the last collective",
+          "[steps][unit]") {
+  // DDP broadcasts its rebuilt bucket order early in the second iteration's
+  // forward: a few hundred bytes, 10.5 ms after the first all-reduce ended,
+  // closer than the burst split (12 ms here) - so grouped with step 0's
+  // collective. Step 1 began before it, at the wait for its batch.
+  Feed f;
+  f(switch_in(kCpuPid, kCpuPid, 40 * kMs));
+  f(switch_in(kCpuPid, kCommTid, 40 * kMs));
+  f(fork_process(kCpuPid, kWorkerPid, 45 * kMs));
+  auto base = [](int k) { return 100 * kMs + static_cast<uint64_t>(k) * 50 * kMs; };
+  for (int k = 0; k < 6; ++k) {
+    const uint64_t b = base(k);
+    f(switch_out(kCpuPid, kCpuPid, b));
+    f(wakeup(kCpuPid, kCpuPid, b + 2 * kMs, kWorkerPid, kWorkerPid));
+    f(switch_in(kCpuPid, kCpuPid, b + 2 * kMs));
+    if (k == 1) f(send(kCpuPid, kCommTid, b + 4 * kMs, kMs / 10, 300));
+    for (int i = 0; i < 3; ++i) f(send(kCpuPid, kCommTid, b + (41 + static_cast<uint64_t>(i)) * kMs, kMs / 2, 1 << 20));
+  }
+  f.finish(base(6) + 10 * kMs);
+  std::map<uint32_t, steps::BurstModel> known{{kCpuPid, {12 * kMs, 3u << 20}}};
+  auto ranks = steps::reconstruct_steps(f.tl, f.tt, known);
+  REQUIRE(ranks.size() == 1);
+  const auto& r = ranks[0];
+  REQUIRE(r.anchors.size() == 6);
+  CHECK(r.anchors[0].end == base(1) + 4 * kMs);       // the small burst is in step 0's group
+  CHECK(r.anchors[0].bulk_end == base(0) + 43 * kMs);  // after the bulk of its bytes
+  CHECK(r.anchors[1].bulk_end == 0);
+  REQUIRE(r.steps.size() == 6);
+  for (size_t k = 0; k < r.steps.size(); ++k) {
+    INFO("step " << k);
+    CHECK(r.steps[k].start_ns == base(static_cast<int>(k)));
+  }
+}
+
+TEST_CASE("steps: a small burst is the next step's only where the other steps lack it", "[steps][unit]") {
+  auto base = [](int k) { return 100 * kMs + static_cast<uint64_t>(k) * 50 * kMs; };
+  // feed(tail_every_step, batch_ready_in_step_1)
+  auto feed = [&](Feed& f, bool every, bool ready) {
+    f(switch_in(kCpuPid, kCpuPid, 40 * kMs));
+    f(switch_in(kCpuPid, kCommTid, 40 * kMs));
+    f(fork_process(kCpuPid, kWorkerPid, 45 * kMs));
+    for (int k = 0; k < 6; ++k) {
+      const uint64_t b = base(k);
+      if (!(ready && k == 1)) {
+        f(switch_out(kCpuPid, kCpuPid, b));
+        f(wakeup(kCpuPid, kCpuPid, b + 2 * kMs, kWorkerPid, kWorkerPid));
+        f(switch_in(kCpuPid, kCpuPid, b + 2 * kMs));
+      }
+      if (k == 1 && !every) f(send(kCpuPid, kCommTid, b + 4 * kMs, kMs / 10, 300));
+      // The bulk (3 x 1 MiB) ends 11 ms before the next step's small burst.
+      const uint64_t at = every ? 35 : 41;
+      for (int i = 0; i < 3; ++i) f(send(kCpuPid, kCommTid, b + (at + static_cast<uint64_t>(i)) * kMs, kMs / 2, 1 << 20));
+      // A small last bucket after more of the main thread's backward.
+      if (every) f(send(kCpuPid, kCommTid, b + 41 * kMs, kMs / 10, 300));
+    }
+    f.finish(base(6) + 10 * kMs);
+  };
+  std::map<uint32_t, steps::BurstModel> known{{kCpuPid, {12 * kMs, (3u << 20) + 300}}};
+  {
+    // The batch was ready in step 1: the step opens right after step 0's
+    // bulk, not after the small burst of its own.
+    Feed f;
+    feed(f, false, true);
+    auto ranks = steps::reconstruct_steps(f.tl, f.tt, known);
+    REQUIRE(ranks.size() == 1);
+    REQUIRE(ranks[0].steps.size() == 6);
+    CHECK(ranks[0].anchors[0].end == base(1) + 4 * kMs);
+    CHECK(ranks[0].anchors[0].bulk_end == base(0) + 43 * kMs);
+    CHECK(ranks[0].steps[1].start_ns == base(0) + 43 * kMs);
+    CHECK(ranks[0].steps[2].start_ns == base(2));
+  }
+  {
+    // Every step all-reduces a small last bucket: it is each collective's own.
+    Feed f;
+    feed(f, true, false);
+    auto ranks = steps::reconstruct_steps(f.tl, f.tt, known);
+    REQUIRE(ranks.size() == 1);
+    REQUIRE(ranks[0].steps.size() == 6);
+    for (size_t k = 0; k < 6; ++k) {
+      INFO("step " << k);
+      CHECK(ranks[0].anchors[k].bulk_end == 0);
+      CHECK(ranks[0].anchors[k].end == base(static_cast<int>(k)) + 41 * kMs);
+      CHECK(ranks[0].steps[k].start_ns == base(static_cast<int>(k)));
+    }
+  }
+}
+
 namespace {
 
 // The main thread leaves the CPU blocked in a syscall.

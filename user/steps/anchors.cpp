@@ -170,10 +170,35 @@ std::vector<Burst> merge_split_steps(const std::vector<Burst>& g, uint64_t step_
   return out;
 }
 
-std::vector<Anchor> as_anchors(const std::vector<Burst>& g) {
+// A group's last fine bursts that together carry less than this share of
+// its bytes are its tail.
+constexpr double kTailShare = 0.01;
+
+// A tail that few groups have is traffic of the next step that the grouping
+// took in: DDP broadcasts its rebuilt bucket order early in the second
+// iteration's forward, a few hundred bytes, often closer to the first
+// all-reduce than the split. Such a group's bulk ends before its tail
+// (Anchor::bulk_end). A small last bucket that the job all-reduces every
+// step gives most groups a tail: each stays its collective's own.
+std::vector<Anchor> as_anchors(const std::vector<Burst>& g, const std::vector<Burst>& fine) {
   std::vector<Anchor> out;
   out.reserve(g.size());
-  for (const Burst& b : g) out.push_back({b.start, b.end});
+  size_t tails = 0;
+  for (const Burst& b : g) {
+    Anchor a{b.start, b.end};
+    uint64_t tail = 0;
+    size_t i = b.last;
+    while (i > b.first && i < fine.size() &&
+           static_cast<double>(tail + fine[i].bytes) < kTailShare * static_cast<double>(b.bytes))
+      tail += fine[i--].bytes;
+    if (i < b.last && i < fine.size() && fine[i].end < b.end) {
+      a.bulk_end = fine[i].end;
+      ++tails;
+    }
+    out.push_back(a);
+  }
+  if (2 * tails >= out.size())
+    for (Anchor& a : out) a.bulk_end = 0;
   return out;
 }
 
@@ -220,7 +245,7 @@ std::vector<Anchor> collective_bursts(const TimelineStore& tl, RankSteps& r, con
   if (known) {
     r.burst = *known;
     const auto groups = split_oversized(group_bursts(fine, known->split_ns), fine, known->step_bytes);
-    return as_anchors(merge_split_steps(step_sized(groups, known->step_bytes), known->step_bytes));
+    return as_anchors(merge_split_steps(step_sized(groups, known->step_bytes), known->step_bytes), fine);
   }
   // Every step all-reduces the same gradients: the right split makes the
   // groups' byte counts (nearly) equal. Try each gap length as the split and
@@ -252,7 +277,7 @@ std::vector<Anchor> collective_bursts(const TimelineStore& tl, RankSteps& r, con
   if (best.empty()) return {};
   const uint64_t step_bytes = median_bytes(best);
   if (best.size() >= kLearnMinSteps && best_cv <= kLearnMaxCv) r.burst = {best_split, step_bytes};
-  return as_anchors(best);
+  return as_anchors(best, fine);
 }
 
 }  // namespace steptrace::steps

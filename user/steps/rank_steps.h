@@ -32,6 +32,9 @@ namespace steps {
 // One execution (or, in a CPU-only job, one collective burst).
 struct Anchor {
   uint64_t start, end;
+  // A CPU-only rank's collective: where the bulk of its bytes had moved,
+  // before a small trailing burst the grouping took in (0: at `end`).
+  uint64_t bulk_end = 0;
 };
 
 // How a CPU-only rank's collective traffic splits into steps: bursts are

@@ -91,7 +91,9 @@ std::vector<uint64_t> step_starts(const RankSteps& r, uint64_t thread_start) {
   for (size_t k = 0; k < A.size(); ++k) {
     // Step 0 of a CPU-only job begins at its first wait for a batch (the
     // loaders' start-up): there is no execution to bound it.
-    uint64_t lo = k                 ? A[k - 1].end
+    // After the previous collective: its bulk, when a small burst of this
+    // step's was grouped with it (steps/anchors.cpp, Anchor::bulk_end).
+    uint64_t lo = k                 ? (A[k - 1].bulk_end ? A[k - 1].bulk_end : A[k - 1].end)
                   : r.host_only     ? 0
                   : (period && A[0].start > 2 * period ? A[0].start - 2 * period : 0);
     lo = std::max(lo, thread_start);
