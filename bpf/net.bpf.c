@@ -34,12 +34,24 @@
  * evicted; without the inet_sock_set_state program (kernels lacking it) the
  * count also includes sockets that closed unseen.
  */
+struct st_sock_owner {
+	__u32 tgid;       /* owning process */
+	__u32 pad_;
+	__u64 arrival_ns; /* the last arrival recorded (st_tcp_probe) */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, ST_MAX_SOCKS);
 	__type(key, __u64);
-	__type(value, __u32); /* owning tgid */
+	__type(value, struct st_sock_owner);
 } st_socks SEC(".maps");
+
+/* At most one arrival per socket in this long: the clock bound needs the
+ * quickest exchanges, which start after a quiet socket (always recorded),
+ * not every segment of a bulk transfer (64 KB segments with GRO, MTU-sized
+ * without). */
+#define ST_ARRIVAL_GAP_NS 1000000ull
 
 static __always_inline bool st_sk_is_tcp(struct sock *sk)
 {
@@ -88,7 +100,8 @@ static __always_inline int st_net_xfer(struct sock *sk, int ret, __u32 dir, __u6
 	struct st_task_state *ts;
 	struct st_net_xfer *e;
 	__u64 now, sock_id = (__u64)sk;
-	__u32 tgid, *owner;
+	struct st_sock_owner *owner;
+	__u32 tgid;
 
 	if (!(st_cfg.enabled & ST_SUB_NET))
 		return 0;
@@ -100,9 +113,9 @@ static __always_inline int st_net_xfer(struct sock *sk, int ret, __u32 dir, __u6
 	tgid = bpf_get_current_pid_tgid() >> 32;
 	owner = bpf_map_lookup_elem(&st_socks, &sock_id);
 	if (owner) {
-		if (*owner != tgid)
-			*owner = tgid; /* passed to another process */
-	} else if (bpf_map_update_elem(&st_socks, &sock_id, &tgid, BPF_NOEXIST) == 0) {
+		if (owner->tgid != tgid)
+			owner->tgid = tgid; /* passed to another process */
+	} else if (bpf_map_update_elem(&st_socks, &sock_id, &(struct st_sock_owner){.tgid = tgid}, BPF_NOEXIST) == 0) {
 		st_count_ledger(ST_LEDGER_SOCK_ADDED);
 	}
 	if (st_aggregate) {
@@ -232,7 +245,8 @@ int BPF_KRETPROBE(st_kret_tcp_recvmsg, int ret)
  * clock from one side only after the receiver woke and copied; the
  * arrival is tens of microseconds earlier on a busy host, so the clock
  * bound across hosts (multinode/stream_match.h) narrows by as much. Only
- * sockets a target already used (st_socks); the record is a net_xfer with
+ * sockets a target already used (st_socks), at most one a millisecond per
+ * socket (ST_ARRIVAL_GAP_NS); the record is a net_xfer with
  * ST_NET_ARRIVAL, the owner's pid and tid 0, and no call time.
  */
 SEC("tp_btf/tcp_probe")
@@ -241,7 +255,9 @@ int BPF_PROG(st_tcp_probe, struct sock *sk, const struct sk_buff *skb)
 	struct st_net_xfer *e;
 	struct tcphdr th;
 	__u64 sock_id = (__u64)sk;
-	__u32 *owner, len, hdr_len;
+	struct st_sock_owner *owner;
+	__u32 len, hdr_len;
+	__u64 now;
 	unsigned char *data;
 
 	if (!(st_cfg.enabled & ST_SUB_NET) || !st_detail)
@@ -256,7 +272,11 @@ int BPF_PROG(st_tcp_probe, struct sock *sk, const struct sk_buff *skb)
 	hdr_len = (__u32)th.doff * 4;
 	if (hdr_len < sizeof(th) || len <= hdr_len)
 		return 0; /* no data: an ACK */
-	e = st_reserve_for(sizeof(*e), ST_EV_NET_XFER, *owner, 0, bpf_ktime_get_ns());
+	now = bpf_ktime_get_ns();
+	if (now - owner->arrival_ns < ST_ARRIVAL_GAP_NS)
+		return 0;
+	owner->arrival_ns = now;
+	e = st_reserve_for(sizeof(*e), ST_EV_NET_XFER, owner->tgid, 0, now);
 	if (!e)
 		return 0;
 	e->sock_id = sock_id;
@@ -274,7 +294,7 @@ SEC("tp_btf/tcp_retransmit_skb")
 int BPF_PROG(st_tcp_retransmit_skb, struct sock *sk, struct sk_buff *skb)
 {
 	struct st_tcp_retransmit *e;
-	__u32 *owner;
+	struct st_sock_owner *owner;
 	__u64 sock_id = (__u64)sk;
 
 	if (!(st_cfg.enabled & ST_SUB_NET))
@@ -282,7 +302,7 @@ int BPF_PROG(st_tcp_retransmit_skb, struct sock *sk, struct sk_buff *skb)
 	owner = bpf_map_lookup_elem(&st_socks, &sock_id);
 	if (!owner || !st_detail)
 		return 0;
-	e = st_reserve_for(sizeof(*e), ST_EV_TCP_RETRANSMIT, *owner, 0, bpf_ktime_get_ns());
+	e = st_reserve_for(sizeof(*e), ST_EV_TCP_RETRANSMIT, owner->tgid, 0, bpf_ktime_get_ns());
 	if (!e)
 		return 0;
 	e->sock_id = sock_id;
@@ -299,7 +319,7 @@ int BPF_PROG(st_inet_sock_set_state, struct sock *sk, int oldstate, int newstate
 	struct st_tcp_state *e;
 	__u64 sock_id = (__u64)sk;
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	__u32 *owner;
+	struct st_sock_owner *owner;
 
 	if (!(st_cfg.enabled & ST_SUB_NET))
 		return 0;
@@ -307,12 +327,12 @@ int BPF_PROG(st_inet_sock_set_state, struct sock *sk, int oldstate, int newstate
 		return 0;
 	owner = bpf_map_lookup_elem(&st_socks, &sock_id);
 	if (owner) {
-		tgid = *owner;
+		tgid = owner->tgid;
 	} else {
 		/* connect()/listen()/accept-side transitions run in the owner's context. */
 		if (!st_current_is_target())
 			return 0;
-		if (bpf_map_update_elem(&st_socks, &sock_id, &tgid, BPF_NOEXIST) == 0)
+		if (bpf_map_update_elem(&st_socks, &sock_id, &(struct st_sock_owner){.tgid = tgid}, BPF_NOEXIST) == 0)
 			st_count_ledger(ST_LEDGER_SOCK_ADDED);
 	}
 	/* Detail off: the owner bookkeeping above and below still runs. */

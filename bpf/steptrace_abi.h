@@ -224,7 +224,8 @@ struct st_net_xfer {
 };
 #define ST_NET_SEQ_VALID 1u
 /* Not a call: a segment with these bytes arrived at the socket (dir RECV,
- * dur_ns 0, tid 0, pid the socket's owner); only the clock bound uses it. */
+ * dur_ns 0, tid 0, pid the socket's owner; at most one a millisecond per
+ * socket); only the clock bound uses it. */
 #define ST_NET_ARRIVAL 2u
 #define ST_NET_XFER_V6_SIZE 88
 
