@@ -213,15 +213,21 @@ void check_ddp_steps(const DdpRun& run, int steps) {
                 "runqueue wait %.1f%% by schedstat, cpu_contention %.1f%% traced\n",
                 rank, 100 * coll_truth / n, 100 * coll_traced / n, 100 * data_truth / n, 100 * data_wait_truth / n,
                 100 * data_traced / n, 100 * delay_truth / n, 100 * contention_traced / n);
-    if (close < steps - 1 || dur_err / n_dur >= 0.03)  // where the steps were cut, against the job's
+    // Where the steps were cut and what each held, against the job's.
+    if (close < steps - 1 || dur_err / n_dur >= 0.03 || std::abs(coll_traced - coll_truth) / n >= 0.01)
       for (int k = 1; k < steps; ++k) {
         const auto& t = ts[static_cast<size_t>(k)];
         const auto& st = rr.steps[static_cast<size_t>(k)];
         const int64_t t0 = t["start_ns"].get<int64_t>(), t1 = t["end_ns"].get<int64_t>();
-        std::printf("ddp rank %d step %d: traced start %+.1f ms, %.1f ms long (the job's %.1f ms, data %.1f ms)\n",
+        std::printf("ddp rank %d step %d: traced start %+.1f ms, %.1f ms long (the job's %.1f ms, data %.1f ms); "
+                    "collective %.1f ms traced, %.1f ms timed (forward %.1f, backward %.1f)\n",
                     rank, k, static_cast<double>(static_cast<int64_t>(st.start_ns) - t0) / 1e6,
                     static_cast<double>(st.duration()) / 1e6, static_cast<double>(t1 - t0) / 1e6,
-                    static_cast<double>(t["data_ns"].get<int64_t>()) / 1e6);
+                    static_cast<double>(t["data_ns"].get<int64_t>()) / 1e6,
+                    static_cast<double>(st.ns[static_cast<size_t>(Category::collective)]) / 1e6,
+                    static_cast<double>(t["coll_ns"].get<int64_t>()) / 1e6,
+                    static_cast<double>(t.value("fwd_ns", int64_t{0})) / 1e6,
+                    static_cast<double>(t.value("bwd_ns", int64_t{0})) / 1e6);
       }
     CHECK(close >= steps - 3);
     CHECK(dur_err / n_dur < 0.05);
