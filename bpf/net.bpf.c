@@ -265,16 +265,18 @@ int BPF_PROG(st_tcp_probe, struct sock *sk, const struct sk_buff *skb)
 	owner = bpf_map_lookup_elem(&st_socks, &sock_id);
 	if (!owner)
 		return 0;
+	/* The gap first: inside it (most segments of a bulk stream) nothing of
+	 * the segment is read. */
+	now = bpf_ktime_get_ns();
+	if (now - owner->arrival_ns < ST_ARRIVAL_GAP_NS)
+		return 0;
 	data = BPF_CORE_READ(skb, data);
 	len = BPF_CORE_READ(skb, len);
 	if (bpf_probe_read_kernel(&th, sizeof(th), data))
 		return 0;
 	hdr_len = (__u32)th.doff * 4;
 	if (hdr_len < sizeof(th) || len <= hdr_len)
-		return 0; /* no data: an ACK */
-	now = bpf_ktime_get_ns();
-	if (now - owner->arrival_ns < ST_ARRIVAL_GAP_NS)
-		return 0;
+		return 0; /* no data: an ACK (the gap stays open for the next data) */
 	owner->arrival_ns = now;
 	e = st_reserve_for(sizeof(*e), ST_EV_NET_XFER, owner->tgid, 0, now);
 	if (!e)

@@ -41,3 +41,5 @@ SEC("tp_btf/block_rq_complete") int empty_block_rq_complete(void *ctx) { return 
 SEC("tp_btf/sock_send_length") int empty_sock_send_length(void *ctx) { return 0; }
 SEC("tp_btf/sock_recv_length") int empty_sock_recv_length(void *ctx) { return 0; }
 SEC("tp_btf/inet_sock_set_state") int empty_inet_sock_set_state(void *ctx) { return 0; }
+/* Every TCP segment the host receives (st_tcp_probe's segment arrivals). */
+SEC("tp_btf/tcp_probe") int empty_tcp_probe(void *ctx) { return 0; }
