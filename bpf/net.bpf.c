@@ -58,9 +58,10 @@ struct {
  * BTF argument (the verifier knows its type: a plain load, CO-RE relocated),
  * through bpf_probe_read_kernel where it came from a kprobe's registers (a
  * number to the verifier). `direct` is a constant at every call, so each
- * program holds only its own kind of read. Direct reads took 45-60 ns off a
- * socket call's record here (B13: sock_send_length +446 -> +417 ns over
- * empty, sock_recv_length +514 -> +460).
+ * program holds only its own kind of read. Direct reads took 20-80 ns off a
+ * socket call's record here (B13, builds alternated: sock_send_length
+ * +479/+442 -> +438/+418 ns over empty, sock_recv_length +514/+489 ->
+ * +433/+423).
  */
 #define ST_SK_READ(direct, sk, field) ((direct) ? (sk)->field : BPF_CORE_READ(sk, field))
 

@@ -134,6 +134,7 @@ def run_rank(rank, world, port, args):
         opt.step()
         end = time.monotonic_ns()
         steps.append({"start_ns": start, "end_ns": end, "data_ns": got - start, "data_cpu_ns": data_cpu,
+                      # Diagnostics only (the test prints them): from the batch to the loss, and the backward.
                       "fwd_ns": fwd - got, "bwd_ns": bwd - fwd,
                       "data_delay_ns": data_delay,
                       "run_delay_ns": run_delay_ns() - wait0,

@@ -764,7 +764,7 @@ class Bench:
     # syscall hooks' entry stamp; every received segment runs st_tcp_probe.
     B13_NET = {**B13_SYS, "st_sock_send_length": "empty_sock_send_length",
                "st_sock_recv_length": "empty_sock_recv_length", "st_tcp_probe": "empty_tcp_probe"}
-    B13_EMPTY = B13_NET
+    B13_EMPTY = B13_NET  # every program some case compares: what is kept of bpftool's list
 
     def prog_stats_after(self, cmd_prefix, mode, extra):
         """Run bench-load under cmd_prefix (a traced `steptrace run` or the
