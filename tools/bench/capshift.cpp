@@ -38,8 +38,7 @@
 #include <unistd.h>
 
 #include "capture/capture_file.h"
-#include "capture/user_note.h"
-#include "pipeline/clock_notes.h"
+#include "capture_shift.h"
 #include "steptrace_abi.h"
 
 using namespace steptrace;
@@ -49,13 +48,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: capshift IN OUT --offset-ns N --ppm X [--wall-error-ns E] [--boot-id ID] [--drop-stream-positions]";
 
-struct Args {
+struct Args : ShiftSpec {
   std::string in, out;
-  int64_t offset_ns = 0;
-  double ppm = 0;
-  int64_t wall_error_ns = 0;
-  std::optional<std::string> boot_id;
-  bool drop_stream_positions = false;  // net_xfer records as an older steptrace wrote them: no stream position
 };
 
 bool parse_i64(const std::string& s, int64_t& v) {
@@ -117,199 +111,12 @@ std::string parse_args(int argc, char** argv, Args& a) {
   if (pos.size() != 2) return "expected IN and OUT";
   if (!have_offset || !have_ppm) return "--offset-ns and --ppm are required";
   a.in = pos[0];
+  a.source = a.in;
   a.out = pos[1];
   return "";
 }
 
-// t -> t + offset + (t - t0) * ppm * 1e-6, rounded to the nanosecond (never
-// decreasing in t: the records keep their order). A result outside (0, 2^63)
-// is refused: `bad` holds the first such input.
-struct ClockShift {
-  uint64_t t0 = 0;
-  int64_t offset_ns = 0;
-  long double ppm = 0;
-  std::optional<uint64_t> bad;
-
-  int64_t delta(uint64_t t) const {
-    const long double since = static_cast<long double>(static_cast<int64_t>(t) - static_cast<int64_t>(t0));
-    return offset_ns + static_cast<int64_t>(std::llround(since * ppm * 1e-6L));
-  }
-  uint64_t operator()(uint64_t t) {
-    const long double r = static_cast<long double>(t) + static_cast<long double>(delta(t));
-    if (t > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) || r <= 0 ||
-        r >= static_cast<long double>(std::numeric_limits<int64_t>::max())) {
-      if (!bad) bad = t;
-      return t;
-    }
-    return static_cast<uint64_t>(static_cast<int64_t>(t) + delta(t));
-  }
-};
-
-struct Counts {
-  uint64_t records = 0;
-  uint64_t short_records = 0;  // too short for their kind (or a header size past the record): copied unchanged
-  uint64_t unknown_kind = 0;   // header shifted, the rest copied
-  uint64_t fields = 0;         // timestamps shifted besides the headers
-  uint64_t clock_notes = 0;
-  uint64_t clock_notes_bad = 0;  // "clock" notes without a usable anchor: header shifted, body kept
-  uint64_t stream_positions_dropped = 0;
-  std::map<std::string, uint64_t> notes;  // every note type seen
-};
-
-// The smallest record of `kind` that holds all of its fields; 0 for a kind
-// this build does not know.
-size_t min_size(uint16_t kind) {
-  switch (kind) {
-    case ST_EV_SCHED_SWITCH: return ST_SCHED_SWITCH_V1_SIZE;  // ABI v1 records end before prev_queue_ns
-    case ST_EV_SCHED_WAKEUP: return sizeof(st_sched_wakeup);
-    case ST_EV_TASK_NEW: return sizeof(st_task_new);
-    case ST_EV_TASK_EXEC:
-    case ST_EV_TASK_COMM: return sizeof(st_task_comm);
-    case ST_EV_TASK_EXIT: return sizeof(st_task_exit);
-    case ST_EV_BLOCK_RQ: return sizeof(st_block_rq);
-    case ST_EV_NET_XFER: return ST_NET_XFER_V6_SIZE;  // ABI v6 records end before seq_end
-    case ST_EV_TCP_RETRANSMIT: return sizeof(st_tcp_retransmit);
-    case ST_EV_TCP_STATE: return sizeof(st_tcp_state);
-    case ST_EV_ACCEL_IOCTL: return sizeof(st_accel_ioctl);
-    case ST_EV_UPROBE: return sizeof(st_uprobe);
-    case ST_EV_ACCEL_TP: return sizeof(st_accel_tp);
-    case ST_EV_RDMA_VERB: return sizeof(st_rdma_verb);
-    case ST_EV_USER_NOTE: return sizeof(st_user_note);
-    case ST_EV_HOST_STEAL: return sizeof(st_host_steal);
-    case ST_EV_CPU_SAMPLE: return ST_CPU_SAMPLE_HDR_SIZE;
-    default: return 0;
-  }
-}
-
-// Shifts the u64 at `off` (the caller checked the record holds it); 0 means
-// unknown and stays 0.
-void shift_at(std::vector<uint8_t>& b, size_t off, ClockShift& clk, Counts& n) {
-  uint64_t v;
-  std::memcpy(&v, b.data() + off, sizeof(v));
-  if (!v) return;
-  v = clk(v);
-  std::memcpy(b.data() + off, &v, sizeof(v));
-  ++n.fields;
-}
-
-// A user note with its header already shifted: a clock note's anchor moves
-// (monotonic by the shift, realtime by the wall clock's error); every other
-// note type carries no monotonic time (identity, lib_probe, parent, symbols)
-// and is kept as it is.
-void shift_note(std::vector<uint8_t>& b, ClockShift& clk, int64_t wall_error_ns, Counts& n) {
-  auto note = parse_user_note(b.data(), b.size());
-  if (!note) {
-    ++n.notes["(malformed)"];
-    return;
-  }
-  auto type = note->find("note");
-  ++n.notes[type != note->end() && type->is_string() ? type->get<std::string>() : "(untyped)"];
-  if (type == note->end() || *type != "clock") return;
-  auto a = anchor_in_note(*note);
-  if (!a) {
-    ++n.clock_notes_bad;
-    return;
-  }
-  ClockAnchor moved = *a;
-  moved.mono_ns = clk(a->mono_ns);
-  moved.real_ns = a->real_ns + wall_error_ns;
-  nlohmann::json body = *note;  // fields a newer steptrace may have added stay
-  body.update(clock_note(moved));
-  st_event_header h;
-  std::memcpy(&h, b.data(), sizeof(h));
-  auto rec = make_user_note(h.ts_ns, h.pid, body);
-  if (rec.empty()) {
-    ++n.clock_notes_bad;
-    return;
-  }
-  st_event_header nh;
-  std::memcpy(&nh, rec.data(), sizeof(nh));
-  nh.cpu = h.cpu;
-  nh.tid = h.tid;
-  std::memcpy(rec.data(), &nh, sizeof(nh));
-  b = std::move(rec);
-  ++n.clock_notes;
-}
-
-// One record, in place.
-void shift_record(std::vector<uint8_t>& b, ClockShift& clk, const Args& a, Counts& n) {
-  ++n.records;
-  st_event_header h;
-  if (b.size() < sizeof(h)) {
-    ++n.short_records;
-    return;
-  }
-  std::memcpy(&h, b.data(), sizeof(h));
-  // The ring buffer pads records to 8 bytes: the header's size is the record.
-  const size_t size = h.size;
-  const size_t need = min_size(h.kind);
-  if (size < sizeof(h) || size > b.size() || size < need) {
-    ++n.short_records;
-    return;
-  }
-  if (!need) ++n.unknown_kind;
-  h.ts_ns = clk(h.ts_ns);
-  std::memcpy(b.data(), &h, sizeof(h));
-  switch (h.kind) {
-    case ST_EV_BLOCK_RQ:
-      shift_at(b, offsetof(st_block_rq, insert_ts), clk, n);
-      shift_at(b, offsetof(st_block_rq, issue_ts), clk, n);
-      break;
-    // enter_ts is always set by the collector; a 0 would be unknown, and stays so.
-    case ST_EV_ACCEL_IOCTL: shift_at(b, offsetof(st_accel_ioctl, enter_ts), clk, n); break;
-    case ST_EV_RDMA_VERB: shift_at(b, offsetof(st_rdma_verb, enter_ts), clk, n); break;
-    case ST_EV_HOST_STEAL: shift_at(b, offsetof(st_host_steal, start_ns), clk, n); break;
-    case ST_EV_USER_NOTE: shift_note(b, clk, a.wall_error_ns, n); break;
-    case ST_EV_NET_XFER:
-      if (a.drop_stream_positions && size >= sizeof(st_net_xfer)) {
-        const uint32_t none = 0;
-        std::memcpy(b.data() + offsetof(st_net_xfer, flags), &none, sizeof(none));
-        ++n.stream_positions_dropped;
-      }
-      break;
-    default: break;
-  }
-}
-
-// When realtime_minus_monotonic_ns was read: a session reads it as it starts
-// (window_start_ns), the daemon's flight recorder as it dumps (the window's end).
-uint64_t offset_read_at(const CaptureContents& c, uint64_t t0) {
-  const auto& m = c.meta;
-  if (m.contains("dump_reason") && c.window_end_ns) return *c.window_end_ns;
-  if (auto w = m.find("window_start_ns"); w != m.end() && w->is_number_unsigned() && w->get<uint64_t>())
-    return w->get<uint64_t>();
-  return t0;
-}
-
-// The header's metadata for the shifted capture; "" or the reason it cannot be made.
-std::string shift_meta(const CaptureContents& c, const Args& a, ClockShift& clk, nlohmann::json& meta) {
-  meta = c.meta;
-  std::string old_boot;
-  if (auto b = meta.find("boot_id"); b != meta.end() && b->is_string()) old_boot = b->get<std::string>();
-  if (a.boot_id)
-    meta["boot_id"] = *a.boot_id;
-  else if (!old_boot.empty())
-    meta["boot_id"] = old_boot + "-shifted";
-  else
-    std::fprintf(stderr, "capshift: %s has no boot_id (an unknown boot is never taken to share a clock); none set\n",
-                 a.in.c_str());
-  if (auto r = meta.find("realtime_minus_monotonic_ns"); r != meta.end() && r->is_number_integer()) {
-    const int64_t off = r->get<int64_t>();
-    if (off != 0) meta["realtime_minus_monotonic_ns"] = off - clk.delta(offset_read_at(c, clk.t0)) + a.wall_error_ns;
-  }
-  if (auto w = meta.find("window_start_ns"); w != meta.end() && w->is_number_unsigned() && w->get<uint64_t>())
-    meta["window_start_ns"] = clk(w->get<uint64_t>());
-  meta["capshift"] = {{"source", a.in},
-                      {"offset_ns", a.offset_ns},
-                      {"ppm", a.ppm},
-                      {"wall_error_ns", a.wall_error_ns},
-                      {"t0_ns", clk.t0},
-                      {"boot_id_was", old_boot}};
-  if (clk.bad) return "the shift takes window_start_ns (" + std::to_string(*clk.bad) + ") out of range";
-  return "";
-}
-
-void print_counts(const Args& a, const CaptureContents& c, const ClockShift& clk, const Counts& n) {
+void print_counts(const Args& a, const CaptureContents& c, const ClockShift& clk, const ShiftCounts& n) {
   if (n.short_records)
     std::fprintf(stderr, "capshift: %llu record(s) too short for their kind, copied unchanged\n",
                  static_cast<unsigned long long>(n.short_records));
@@ -369,7 +176,7 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<CaptureWriter> writer = std::move(*w);
   // Pass 2: every record, shifted, in its order.
-  Counts n;
+  ShiftCounts n;
   std::string write_error;
   uint64_t newest = 0;
   auto in = read_capture(a.in, [&](const void* d, size_t len) {
