@@ -153,7 +153,20 @@ TEST_CASE("stream match: a receiver whose recording began after the sequence wra
   CHECK(worst_error(p, with_fit(anchored(kOffsetB), f)) <= static_cast<int64_t>(f.bound_ns));
 }
 
-TEST_CASE("stream marks: past the cap they thin to the calls holding a multiple of a stride, the same on both ends",
+// The rule both hosts thin by (timeline/stream_marks.cpp), restated: a
+// mark is kept when its first byte's position hashes into one stride-th.
+bool kept_by(uint32_t stride, const StreamMark& m) {
+  uint32_t x = m.seq_end - m.bytes;
+  x ^= x >> 16;
+  x *= 0x85ebca6bu;
+  x ^= x >> 13;
+  x *= 0xc2b2ae35u;
+  x ^= x >> 16;
+  return (x & (stride - 1)) == 0;
+}
+
+TEST_CASE("stream marks: past the cap they thin to the calls whose first byte hashes into a stride, the same on both "
+          "ends",
           "[multinode]") {
   StreamMarks sender(64), receiver(64);
   const uint64_t flow = stream_flow_id(kAddrA, 1, kAddrB, 2);
@@ -169,24 +182,75 @@ TEST_CASE("stream marks: past the cap they thin to the calls holding a multiple 
   }
   CHECK(sender.seen() == 2000);
   CHECK(sender.marks().size() < 64);
+  CHECK(sender.marks().size() >= 16);  // halved at each doubling, not emptied
   CHECK(sender.stride() > 1);
   CHECK(receiver.stride() > 1);
   for (const auto* m : {&sender, &receiver})
-    for (const auto& k : m->marks()) {
-      const uint32_t first = k.seq_end - k.bytes;
-      CHECK(((0u - first) & (m->stride() - 1)) < k.bytes);
+    for (const auto& k : m->marks()) CHECK(kept_by(m->stride(), k));
+  // A receive kept, that the sender's stride keeps too, starts where a send
+  // kept starts: the two ends keep the same bytes.
+  const uint32_t both = std::max(sender.stride(), receiver.stride());
+  size_t checked = 0;
+  for (const auto& r : receiver.marks()) {
+    if (!kept_by(both, r)) continue;
+    ++checked;
+    bool found = false;
+    for (const auto& s : sender.marks()) found = found || s.seq_end - s.bytes == r.seq_end - r.bytes;
+    CHECK(found);
+  }
+  CHECK(checked > 0);
+}
+
+TEST_CASE("stream marks: thinned past the cap, small quick messages beside large transfers still bound the clocks",
+          "[multinode]") {
+  // Each way, every 2.5 ms: a 64-byte message (a 5 us send, 20-80 us on the
+  // wire, read 3-30 us later) and a 256 KiB transfer (one 2 ms send, read in
+  // four 64 KiB calls as it arrives). Only the small messages bound the
+  // clocks tightly; thinned to a sixth of the marks, they must still.
+  Plan p;
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int64_t> transit(20 * kUs, 80 * kUs), wake(3 * kUs, 30 * kUs);
+  const uint64_t ab = stream_flow_id(kAddrA, 40000, kAddrB, 29500), ba = stream_flow_id(kAddrB, 29500, kAddrA, 40000);
+  std::vector<StreamMark> a, b;
+  uint32_t a_seq = 5000, b_seq = 0xffffffffu - 50'000'000u;
+  constexpr uint32_t kBig = 256 * 1024, kRead = 64 * 1024;
+  auto send = [&](bool a_to_b, int64_t t) {
+    auto& from = a_to_b ? a : b;
+    auto& to = a_to_b ? b : a;
+    const uint64_t flow = a_to_b ? ab : ba;
+    uint32_t& seq = a_to_b ? a_seq : b_seq;
+    auto mono_from = [&](int64_t x) { return a_to_b ? mono_a(x) : mono_b(p, x); };
+    auto mono_to = [&](int64_t x) { return a_to_b ? mono_b(p, x) : mono_a(x); };
+    seq += 64;
+    from.push_back({flow, mono_from(t), mono_from(t + 5 * kUs), seq, 64, true});
+    const int64_t read = t + 5 * kUs + transit(rng) + wake(rng);
+    to.push_back({flow, mono_to(read - kUs), mono_to(read), seq, 64, false});
+    const int64_t u = t + 100 * kUs;
+    seq += kBig;
+    from.push_back({flow, mono_from(u), mono_from(u + 2 * kMs), seq, kBig, true});
+    for (uint32_t k = 1; k <= kBig / kRead; ++k) {
+      const int64_t r = u + static_cast<int64_t>(k) * 500 * kUs + transit(rng) + wake(rng);
+      to.push_back({flow, mono_to(r - 10 * kUs), mono_to(r), seq - kBig + k * kRead, kRead, false});
     }
-  // Every receive kept shares a byte with a send kept (the sender's stride
-  // divides the receiver's or the other way round).
-  size_t shared = 0;
-  for (const auto& r : receiver.marks())
-    for (const auto& s : sender.marks())
-      if (static_cast<int32_t>(s.seq_end - (r.seq_end - r.bytes)) > 0 &&
-          static_cast<int32_t>(r.seq_end - (s.seq_end - s.bytes)) > 0) {
-        ++shared;
-        break;
-      }
-  CHECK(shared == std::min(receiver.marks().size(), sender.marks().size()));
+  };
+  for (int i = 0; i < p.messages; ++i) {
+    send(true, kT0 + i * 2500 * kUs);
+    send(false, kT0 + i * 2500 * kUs + kMs);
+  }
+  const StreamFit all = fit_stream_offset(b, anchored(kOffsetB), a, anchored(kOffsetA));
+  REQUIRE(all.ok);
+  StreamMarks ta(a.size() / 6), tb(b.size() / 6);
+  for (const auto& m : a) ta.add(m);
+  for (const auto& m : b) tb.add(m);
+  REQUIRE(ta.stride() > 1);
+  REQUIRE(tb.stride() > 1);
+  const StreamFit thinned = fit_stream_offset(tb.marks(), anchored(kOffsetB), ta.marks(), anchored(kOffsetA));
+  INFO("every mark: +-" << all.bound_ns << " ns; thinned (strides " << ta.stride() << ", " << tb.stride()
+                        << "): +-" << thinned.bound_ns << " ns, " << thinned.why_not);
+  REQUIRE(thinned.ok);
+  CHECK(all.bound_ns <= 60 * kUs);
+  CHECK(thinned.bound_ns <= 2 * all.bound_ns);
+  CHECK(worst_error(p, with_fit(anchored(kOffsetB), thinned)) <= static_cast<int64_t>(thinned.bound_ns));
 }
 
 TEST_CASE("stream match: three hosts in a line are fitted through the middle one, bounds adding up", "[multinode]") {

@@ -44,12 +44,31 @@ void StreamMarks::on_event(const Event& e) {
   add(m);
 }
 
-// The call's bytes hold a multiple of the stride. The stride divides 2^32,
-// so the rule reads the same through a wrap of the sequence space.
+namespace {
+
+// A 32-bit mix of a byte's stream position (murmur3's finalizer): the same
+// on both hosts of a connection, spread evenly whatever the message sizes.
+uint32_t position_hash(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x85ebca6bu;
+  x ^= x >> 13;
+  x *= 0xc2b2ae35u;
+  x ^= x >> 16;
+  return x;
+}
+
+}  // namespace
+
+// The call's (or segment's) first byte hashes into one stride-th of the
+// positions. A message's send and the segment or read that starts with its
+// first byte are then kept or dropped together on the two hosts, small
+// messages as often as large ones: the quick exchanges that bound the clocks
+// survive the thinning in proportion. (Keeping the calls that hold a multiple
+// of the stride, as before, kept every large call and almost no small one
+// once the stride passed the message size: a 3-minute two-node recording
+// thinned twice over stated +-243 us where all its marks gave +-9.7.)
 bool StreamMarks::keeps(const StreamMark& m) const {
-  const uint32_t first = m.seq_end - m.bytes;
-  const uint32_t to_next_multiple = (0u - first) & (stride_ - 1);
-  return to_next_multiple < m.bytes;
+  return (position_hash(m.seq_end - m.bytes) & (stride_ - 1)) == 0;
 }
 
 void StreamMarks::add(const StreamMark& m) {

@@ -8,9 +8,10 @@
 //
 // Kept only when asked (a merge of several captures): a one-host report
 // has no use for them. Bounded: past kMaxStreamMarks the marks are thinned
-// to the calls whose bytes hold a multiple of a stride (doubled each time),
-// the same rule on every host, so the marks that remain on a sender and
-// its receiver still name common bytes.
+// to the calls whose first byte's position hashes into one stride-th of the
+// positions (the stride doubled each time), the same rule on every host, so
+// a message's send and the read or segment starting with its first byte are
+// kept or dropped together.
 #pragma once
 
 #include <cstddef>
