@@ -249,15 +249,19 @@ static __always_inline bool st_task_is_target(struct task_struct *t)
 	return false;
 }
 
-static __always_inline bool st_current_is_target(void)
+/* The current task, whose tgid the caller already has (one helper call fewer). */
+static __always_inline bool st_current_tgid_is_target(__u32 tgid)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-
 	if (st_tgid_is_target(tgid))
 		return true;
 	if (st_cfg.filter_mode == ST_FILTER_CGROUP && tgid != 0 && tgid != st_cfg.self_tgid)
 		return bpf_get_current_cgroup_id() == st_cfg.cgroup_id;
 	return false;
+}
+
+static __always_inline bool st_current_is_target(void)
+{
+	return st_current_tgid_is_target(bpf_get_current_pid_tgid() >> 32);
 }
 
 /*

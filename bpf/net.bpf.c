@@ -22,17 +22,29 @@
 #define ST_TCP_CLOSE 7
 
 /*
- * Sockets of target tasks, so softirq-side events can be attributed. An LRU:
- * when full it evicts the least recently used socket rather than refuse new
- * ones, and says nothing. Evictions are counted the only way they can be:
- * new keys (ST_LEDGER_SOCK_ADDED) less keys deleted at TCP_CLOSE
- * (ST_LEDGER_SOCK_REMOVED) less keys still present (userspace counts them),
- * reported as ST_LOSS_SOCK_EVICTED. What cannot be counted: which socket was
- * evicted, and how many of its retransmits and state changes were then
- * missed (once evicted, nothing marks the socket as a target's). Every TCP
- * socket ends in TCP_CLOSE, so a key that is gone and not deleted there was
- * evicted; without the inet_sock_set_state program (kernels lacking it) the
- * count also includes sockets that closed unseen.
+ * Sockets of target tasks, so softirq-side events (arrivals, retransmits,
+ * state changes) can be attributed to their owner.
+ *
+ * Where every net program is a tp_btf one (socket-call tracepoints, >= 6.3,
+ * or tcp state only), the owner lives in the socket itself: a
+ * BPF_MAP_TYPE_SK_STORAGE slot (st_sk_owner), found through the socket's own
+ * storage list and freed with the socket. No hash, no table to fill, nothing
+ * evicted. Its lookup replaced the LRU's on every socket call (B13, net: see
+ * docs/performance.md). The kprobe tier (6.1) has the socket as a number
+ * from registers, which sk storage helpers do not take, so there the owners
+ * stay in st_socks below; st_cfg.socks_in_sk (rodata) says which, and each
+ * program holds only its own kind of lookup.
+ *
+ * st_socks is an LRU: when full it evicts the least recently used socket
+ * rather than refuse new ones, and says nothing. Evictions are counted the
+ * only way they can be: new keys (ST_LEDGER_SOCK_ADDED) less keys deleted at
+ * TCP_CLOSE (ST_LEDGER_SOCK_REMOVED) less keys still present (userspace
+ * counts them), reported as ST_LOSS_SOCK_EVICTED. What cannot be counted:
+ * which socket was evicted, and how many of its retransmits and state changes
+ * were then missed (once evicted, nothing marks the socket as a target's).
+ * Every TCP socket ends in TCP_CLOSE, so a key that is gone and not deleted
+ * there was evicted; without the inet_sock_set_state program (kernels
+ * lacking it) the count also includes sockets that closed unseen.
  */
 struct st_sock_owner {
 	__u32 tgid;       /* owning process */
@@ -46,6 +58,45 @@ struct {
 	__type(key, __u64);
 	__type(value, struct st_sock_owner);
 } st_socks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct st_sock_owner);
+} st_sk_owner SEC(".maps");
+
+/* The owner of a target's socket, or NULL. `sk` must be a BTF pointer when
+ * st_cfg.socks_in_sk is set (every program that runs then is a tp_btf one). */
+static __always_inline struct st_sock_owner *st_sock_owner(struct sock *sk)
+{
+	__u64 sock_id = (__u64)sk;
+
+	if (st_cfg.socks_in_sk)
+		return bpf_sk_storage_get(&st_sk_owner, sk, NULL, 0);
+	return bpf_map_lookup_elem(&st_socks, &sock_id);
+}
+
+/* Mark `sk` as process `tgid`'s (a target's), as a new owner or a change. */
+static __always_inline void st_sock_own(struct sock *sk, __u32 tgid)
+{
+	struct st_sock_owner *owner;
+	__u64 sock_id = (__u64)sk;
+
+	if (st_cfg.socks_in_sk) {
+		owner = bpf_sk_storage_get(&st_sk_owner, sk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+		if (owner && owner->tgid != tgid)
+			owner->tgid = tgid; /* new (zeroed), or passed to another process */
+		return;
+	}
+	owner = bpf_map_lookup_elem(&st_socks, &sock_id);
+	if (owner) {
+		if (owner->tgid != tgid)
+			owner->tgid = tgid; /* passed to another process */
+	} else if (bpf_map_update_elem(&st_socks, &sock_id, &(struct st_sock_owner){.tgid = tgid}, BPF_NOEXIST) == 0) {
+		st_count_ledger(ST_LEDGER_SOCK_ADDED);
+	}
+}
 
 /* At most one arrival per socket in this long: the clock bound needs the
  * quickest exchanges, which start after a quiet socket (always recorded),
@@ -118,25 +169,19 @@ static __always_inline int st_net_xfer(struct sock *sk, int ret, __u32 dir, __u6
 	struct task_struct *cur;
 	struct st_task_state *ts;
 	struct st_net_xfer *e;
-	__u64 now, sock_id = (__u64)sk;
-	struct st_sock_owner *owner;
+	__u64 now, sock_id = (__u64)sk, id;
 	__u32 tgid;
 
-	if (!(st_cfg.enabled & ST_SUB_NET))
+	if (!(st_cfg.enabled & ST_SUB_NET) || ret <= 0)
 		return 0;
-	if (ret <= 0 || !st_current_is_target())
+	id = bpf_get_current_pid_tgid();
+	tgid = id >> 32;
+	if (!st_current_tgid_is_target(tgid))
 		return 0;
 	if (!st_sk_is_tcp(sk, direct))
 		return 0;
 	now = bpf_ktime_get_ns();
-	tgid = bpf_get_current_pid_tgid() >> 32;
-	owner = bpf_map_lookup_elem(&st_socks, &sock_id);
-	if (owner) {
-		if (owner->tgid != tgid)
-			owner->tgid = tgid; /* passed to another process */
-	} else if (bpf_map_update_elem(&st_socks, &sock_id, &(struct st_sock_owner){.tgid = tgid}, BPF_NOEXIST) == 0) {
-		st_count_ledger(ST_LEDGER_SOCK_ADDED);
-	}
+	st_sock_own(sk, tgid);
 	if (st_aggregate) {
 		struct st_proc_agg *agg = st_proc_agg_get(tgid);
 
@@ -149,7 +194,7 @@ static __always_inline int st_net_xfer(struct sock *sk, int ret, __u32 dir, __u6
 	}
 	if (!st_detail)
 		return 0;
-	e = st_reserve_for(sizeof(*e), ST_EV_NET_XFER, tgid, (__u32)bpf_get_current_pid_tgid(), now);
+	e = st_reserve_for(sizeof(*e), ST_EV_NET_XFER, tgid, (__u32)id, now);
 	if (!e)
 		return 0;
 	cur = bpf_get_current_task_btf();
@@ -281,7 +326,7 @@ int BPF_PROG(st_tcp_probe, struct sock *sk, const struct sk_buff *skb)
 
 	if (!(st_cfg.enabled & ST_SUB_NET) || !st_detail)
 		return 0;
-	owner = bpf_map_lookup_elem(&st_socks, &sock_id);
+	owner = st_sock_owner(sk);
 	if (!owner)
 		return 0;
 	/* The gap first: inside it (most segments of a bulk stream) nothing of
@@ -320,7 +365,7 @@ int BPF_PROG(st_tcp_retransmit_skb, struct sock *sk, struct sk_buff *skb)
 
 	if (!(st_cfg.enabled & ST_SUB_NET))
 		return 0;
-	owner = bpf_map_lookup_elem(&st_socks, &sock_id);
+	owner = st_sock_owner(sk);
 	if (!owner || !st_detail)
 		return 0;
 	e = st_reserve_for(sizeof(*e), ST_EV_TCP_RETRANSMIT, owner->tgid, 0, bpf_ktime_get_ns());
@@ -346,15 +391,14 @@ int BPF_PROG(st_inet_sock_set_state, struct sock *sk, int oldstate, int newstate
 		return 0;
 	if (BPF_CORE_READ_BITFIELD(sk, sk_protocol) != ST_IPPROTO_TCP)
 		return 0;
-	owner = bpf_map_lookup_elem(&st_socks, &sock_id);
+	owner = st_sock_owner(sk);
 	if (owner) {
 		tgid = owner->tgid;
 	} else {
 		/* connect()/listen()/accept-side transitions run in the owner's context. */
-		if (!st_current_is_target())
+		if (!st_current_tgid_is_target(tgid))
 			return 0;
-		if (bpf_map_update_elem(&st_socks, &sock_id, &(struct st_sock_owner){.tgid = tgid}, BPF_NOEXIST) == 0)
-			st_count_ledger(ST_LEDGER_SOCK_ADDED);
+		st_sock_own(sk, tgid);
 	}
 	/* Detail off: the owner bookkeeping above and below still runs. */
 	e = st_detail ? st_reserve_for(sizeof(*e), ST_EV_TCP_STATE, tgid, 0, bpf_ktime_get_ns()) : NULL;
@@ -365,7 +409,9 @@ int BPF_PROG(st_inet_sock_set_state, struct sock *sk, int oldstate, int newstate
 		e->new_state = newstate;
 		st_submit(e);
 	}
-	if (newstate == ST_TCP_CLOSE && bpf_map_delete_elem(&st_socks, &sock_id) == 0)
+	/* sk storage goes with the socket; the LRU's key is deleted here, which
+	 * the eviction count relies on. */
+	if (newstate == ST_TCP_CLOSE && !st_cfg.socks_in_sk && bpf_map_delete_elem(&st_socks, &sock_id) == 0)
 		st_count_ledger(ST_LEDGER_SOCK_REMOVED);
 	return 0;
 }

@@ -94,7 +94,10 @@ struct st_config {
 	 * (0: never): it drains on a timer, and a burst that would fill a ring
 	 * sized to stay in cache must not wait for the timer. */
 	__u32 ring_wake_bytes;
-	__u32 reserved_;
+	/* Socket owners in the sockets' own storage (BPF_MAP_TYPE_SK_STORAGE),
+	 * not the st_socks LRU: set when every net program is a tp_btf one
+	 * (bpf/net.bpf.c). */
+	__u32 socks_in_sk;
 };
 
 /* Common header of every record. ts_ns is CLOCK_MONOTONIC (bpf_ktime_get_ns). */

@@ -50,6 +50,9 @@ TEST_CASE("tiers: 6.18 without kprobes uses tracepoints everywhere", "[tiers]") 
   CHECK(p.net_tp);
   CHECK_FALSE(p.net_kprobe);
   CHECK(tier(p, f, "net").find("sock_send_length") != std::string::npos);
+  // every net program a tp_btf one: socket owners in the sockets' own storage
+  CHECK(p.socks_in_sk);
+  CHECK(tier(p, f, "net").find("socket owners in sk storage") != std::string::npos);
   CHECK(tier(p, f, "accel").find("sys_enter") != std::string::npos);
   CHECK(tier(p, f, "accel_tp").find("none") == 0);
 }
@@ -60,10 +63,14 @@ TEST_CASE("tiers: 6.1 takes per-call TCP bytes from kprobes on tcp_sendmsg/tcp_r
   CHECK_FALSE(p.net_tp);
   CHECK(p.net_kprobe);
   CHECK(tier(p, f, "net").find("kprobe/kretprobe tcp_sendmsg") == 0);
+  // a kprobe's socket is no BTF pointer: owners stay in the LRU
+  CHECK_FALSE(p.socks_in_sk);
+  CHECK(tier(p, f, "net").find("sk storage") == std::string::npos);
   // --no-kprobes: no per-call bytes on 6.1, said so.
   auto q = plan_tiers(f, kAll, false);
   CHECK_FALSE(q.net_kprobe);
   CHECK(tier(q, f, "net").find("no per-call bytes") != std::string::npos);
+  CHECK(q.socks_in_sk);  // tcp state only: tp_btf programs alone
   // kprobes but tcp_sendmsg not in kallsyms (renamed, inlined): no kprobe tier
   f.kprobe_tcp = false;
   CHECK_FALSE(plan_tiers(f, kAll).net_kprobe);

@@ -17,6 +17,7 @@ TierPlan plan_tiers(const KernelFeatures& f, uint32_t sub, bool allow_kprobes, b
   if (sub & ST_SUB_NET) {
     p.net_tp = f.tp_sock_length;
     p.net_kprobe = !p.net_tp && kp && f.kprobe_tcp;
+    p.socks_in_sk = !p.net_kprobe;
   }
   p.syscall_exit = ((sub & ST_SUB_ACCEL) && !p.accel_kprobe) || p.rdma_verbs;
   p.syscalls = (sub & ST_SUB_SCHED) || p.syscall_exit || p.net_tp;
@@ -69,7 +70,8 @@ std::vector<AttachTier> TierPlan::describe(uint32_t sub, const KernelFeatures& f
   if (!(sub & ST_SUB_SAMPLE)) t.push_back({"sample", "disabled"});
   else t.push_back({"sample", "perf_event cpu-clock per CPU, user (frame pointers) and kernel stacks"});
   // Segment arrivals (tcp_probe) only narrow the clock bound across hosts.
-  const std::string arrivals = f.tp_tcp_probe ? ", tcp_probe arrivals" : "";
+  const std::string arrivals =
+      std::string(f.tp_tcp_probe ? ", tcp_probe arrivals" : "") + (socks_in_sk ? ", socket owners in sk storage" : "");
   if (!(sub & ST_SUB_NET)) t.push_back({"net", "disabled"});
   else if (net_tp) t.push_back({"net", "tp_btf sock_send_length/sock_recv_length + tcp state" + arrivals});
   else if (net_kprobe) t.push_back({"net", "kprobe/kretprobe tcp_sendmsg/tcp_recvmsg + tcp state" + arrivals});

@@ -26,6 +26,10 @@ struct TierPlan {
   bool accel_kprobe = false;  // kprobe/kretprobe ncdev_ioctl (neuron module) instead of the syscall hook
   bool net_tp = false;        // tp_btf sock_send_length/sock_recv_length (>= 6.3)
   bool net_kprobe = false;    // kprobe/kretprobe tcp_sendmsg/tcp_recvmsg (6.1)
+  // Socket owners in BPF_MAP_TYPE_SK_STORAGE (no table to fill, nothing
+  // evicted) rather than the st_socks LRU: only when no net program is a
+  // kprobe, whose socket pointer the sk storage helpers do not take.
+  bool socks_in_sk = false;
   std::vector<std::string> neuron_tps;  // neuron:* tracepoints to attach (accel evidence)
   bool accel_devs = false;              // --accel-dev given (kept for describe())
   bool rdma_verbs = false;              // uverbs calls decoded in the syscall hook (EFA control path)

@@ -75,6 +75,12 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
   const uint32_t sub = settings_.subsystems;
   plan_ = plan_tiers(f, sub, settings_.allow_kprobes, settings_.n_accel_devs > 0, settings_.rdma_verbs);
   tiers_ = plan_.describe(sub, f);
+  // Socket owners in the sockets' own storage where every net program is a
+  // tp_btf one (the kprobe tier's socket is not a BTF pointer); the LRU is
+  // then left at one entry.
+  cfg.socks_in_sk = plan_.socks_in_sk ? 1 : 0;
+  if (plan_.socks_in_sk && bpf_map__set_max_entries(skel_->maps.st_socks, 1))
+    return make_error("cannot size the socket map");
   if (!(sub & ST_SUB_SCHED)) {
     off(skel_->progs.st_sched_switch);
     off(skel_->progs.st_sched_wakeup);
