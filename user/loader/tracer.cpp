@@ -59,15 +59,6 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
   if (settings_.ring_wake_fill > 0 && settings_.ring_wake_fill < 1)
     cfg.ring_wake_bytes = static_cast<uint32_t>(static_cast<double>(settings_.ring_bytes) * settings_.ring_wake_fill);
 
-  if (settings_.max_targets && bpf_map__set_max_entries(skel_->maps.st_targets, settings_.max_targets))
-    return make_error("cannot size the target map");
-  if (settings_.max_socks && bpf_map__set_max_entries(skel_->maps.st_socks, settings_.max_socks))
-    return make_error("cannot size the socket map");
-  if (bpf_map__set_max_entries(skel_->maps.st_proc_agg_map, std::max<uint32_t>(settings_.agg_processes, 1)))
-    return make_error("cannot size the aggregation map");
-  if (bpf_map__set_max_entries(skel_->maps.st_events, static_cast<uint32_t>(settings_.ring_bytes)))
-    return make_error(fmt::format("ring buffer size {} rejected", settings_.ring_bytes));
-
   // Disable what this kernel cannot run or the user turned off; the tier
   // each collector gets is chosen in one place (loader/tiers.cpp).
   auto off = [](bpf_program* p) { bpf_program__set_autoload(p, false); };
@@ -75,12 +66,8 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
   const uint32_t sub = settings_.subsystems;
   plan_ = plan_tiers(f, sub, settings_.allow_kprobes, settings_.n_accel_devs > 0, settings_.rdma_verbs);
   tiers_ = plan_.describe(sub, f);
-  // Socket owners in the sockets' own storage where every net program is a
-  // tp_btf one (the kprobe tier's socket is not a BTF pointer); the LRU is
-  // then left at one entry.
   cfg.socks_in_sk = plan_.socks_in_sk ? 1 : 0;
-  if (plan_.socks_in_sk && bpf_map__set_max_entries(skel_->maps.st_socks, 1))
-    return make_error("cannot size the socket map");
+  if (auto st = size_maps(); !st) return st.error();
   if (!(sub & ST_SUB_SCHED)) {
     off(skel_->progs.st_sched_switch);
     off(skel_->progs.st_sched_wakeup);
@@ -163,6 +150,21 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
     off(skel_->progs.st_uprobe_entry);
     off(skel_->progs.st_uprobe_return);
   }
+  return Ok{};
+}
+
+Status BpfTracer::size_maps() {
+  if (settings_.max_targets && bpf_map__set_max_entries(skel_->maps.st_targets, settings_.max_targets))
+    return make_error("cannot size the target map");
+  // Socket owners live in the sockets' own storage where every net program
+  // is a tp_btf one (the kprobe tier's socket is not a BTF pointer): the LRU
+  // is then left at one entry.
+  const uint32_t socks = plan_.socks_in_sk ? 1 : settings_.max_socks;
+  if (socks && bpf_map__set_max_entries(skel_->maps.st_socks, socks)) return make_error("cannot size the socket map");
+  if (bpf_map__set_max_entries(skel_->maps.st_proc_agg_map, std::max<uint32_t>(settings_.agg_processes, 1)))
+    return make_error("cannot size the aggregation map");
+  if (bpf_map__set_max_entries(skel_->maps.st_events, static_cast<uint32_t>(settings_.ring_bytes)))
+    return make_error(fmt::format("ring buffer size {} rejected", settings_.ring_bytes));
   return Ok{};
 }
 

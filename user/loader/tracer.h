@@ -103,6 +103,7 @@ class BpfTracer {
  private:
   BpfTracer() = default;
   Status open_and_configure(const KernelFeatures& f);
+  Status size_maps();  // after the tier plan: where socket owners live decides the LRU's size
   Status load();
   Status attach();
   Status attach_optional();  // kprobe and neuron:* tiers, attached one by one (fallbacks)
