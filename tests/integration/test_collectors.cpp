@@ -281,7 +281,7 @@ TEST_CASE("net: a loopback TCP transfer is recorded both ways with its 4-tuple",
   std::filesystem::remove_all(dir, ec);
 }
 
-TEST_CASE("net: sockets evicted from a full socket LRU are counted as a loss and mark the report INCOMPLETE; none with sk storage",
+TEST_CASE("net: sockets evicted from a full socket LRU are counted as a loss and mark the report INCOMPLETE (none with sk storage)",
           "[root][net][drops]") {
   require_root();
   // 24 loopback connections open at once (48 sockets with traffic, both
