@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "capture/capture_file.h"
+#include "daemon/bpf_stats_duty.h"
 #include "daemon/budget.h"
 #include "daemon/config.h"
 #include "daemon/exposition.h"
@@ -436,4 +437,54 @@ TEST_CASE("daemon: a label value that is not UTF-8 cannot make Prometheus drop t
   std::string label = steptrace::daemon::escape_label_value("job\xff\"x\n");
   CHECK(label == "job\xef\xbf\xbd\\\"x\\n");
   CHECK(steptrace::valid_utf8(label) == label);
+}
+
+TEST_CASE("BPF statistics one second in ten: measured seconds counted whole, the rate without them carried over",
+          "[daemon]") {
+  // 50 ns a run is the statistics' own read; the programs run 10 000 times a
+  // second at 100 ns measured: 1 ms a measured second, 0.5 ms without them.
+  StatsDutyPolicy p(10, true, 50);
+  REQUIRE(p.cycling());
+  uint64_t ns = 0, cnt = 0;
+  CHECK(p.account(0, ns, cnt) == 0);  // the first call only starts
+  CHECK(p.want_on());
+  ns += 1'000'000;
+  cnt += 10'000;
+  CHECK(p.account(1, ns, cnt) == Approx(0.0015));  // 1 ms measured + 10 000 x 50 ns of the other read
+  CHECK(p.rate() == Approx(0.0005));
+  CHECK_FALSE(p.want_on());
+  // Off: the counters stand still; each second counts the carried rate.
+  int on_at = -1;
+  for (int t = 2; t <= 10; ++t) {
+    CHECK(p.account(t, ns, cnt) == Approx(0.0005));
+    if (p.want_on() && on_at < 0) on_at = t;
+  }
+  CHECK(on_at == 10);  // on again after nine seconds off
+  ns += 2'000'000;  // the programs got busier: measured, and the new rate carried
+  cnt += 20'000;
+  CHECK(p.account(11, ns, cnt) == Approx(0.003));
+  CHECK(p.rate() == Approx(0.001));
+  CHECK_FALSE(p.want_on());
+  CHECK(p.account(12, ns, cnt) == Approx(0.001));
+  // The programs change (another level): the next call turns them on, the one after measures.
+  p.remeasure();
+  CHECK(p.account(13, ns, cnt) == Approx(0.001));
+  CHECK(p.want_on());
+  ns += 100'000;
+  cnt += 1'000;
+  CHECK(p.account(14, ns, cnt) == Approx(0.00015));
+  CHECK(p.rate() == Approx(0.00005));
+  CHECK_FALSE(p.want_on());
+}
+
+TEST_CASE("BPF statistics under the sysctl, or every second: counted as the kernel counts them", "[daemon]") {
+  for (auto p : {StatsDutyPolicy(10, false, 50), StatsDutyPolicy(1, true, 50)}) {
+    CHECK_FALSE(p.cycling());
+    (void)p.account(0, 0, 0);
+    for (int t = 1; t <= 12; ++t) {
+      CHECK(p.account(t, 1'000'000ull * static_cast<uint64_t>(t), 10'000ull * static_cast<uint64_t>(t)) ==
+            Approx(0.001));
+      CHECK(p.want_on());
+    }
+  }
 }

@@ -29,6 +29,10 @@ void add_flags(CLI::App& app, DaemonConfig& c) {
                  "Unix socket for `steptrace ctl` (default /run/steptrace/control.sock; root and the daemon's user "
                  "only; \"none\" turns it off)");
   app.add_option("--max-cpu", c.max_cpu_percent, "CPU budget in percent of one core (userspace + BPF run time)");
+  app.add_option("--bpf-stats-every", c.bpf_stats_every_s,
+                 "BPF run-time statistics (the BPF half of --max-cpu) on one second in this many, where the daemon "
+                 "turns them on itself (CAP_SYS_ADMIN): while on, every BPF program on the host runs two clock reads "
+                 "slower (default 10; 1: always on)");
   app.add_option("--degrade-level", c.degrade_level,
                  "Start at this level of the degradation ladder (full, slow_drain, sampled, aggregated, no_net, "
                  "no_block, no_sched, paused) and never recover past it");
@@ -136,6 +140,7 @@ Result<Ok> apply_config_toml(const std::string& text, const std::string& origin,
         {"listen", str(c.listen)},
         {"control_socket", str(c.control_socket)},
         {"max_cpu_percent", dbl(c.max_cpu_percent)},
+        {"bpf_stats_every_s", u32(c.bpf_stats_every_s)},
         {"degrade_level", str(c.degrade_level)},
         {"sample_every", u32(c.sample_every)},
         {"window_seconds", dbl(c.window_s)},
@@ -218,6 +223,8 @@ Result<Ok> validate(const DaemonConfig& c) {
     return make_error(fmt::format("degrade_level '{}': expected one of {}", c.degrade_level, names));
   }
   if (c.sample_every < 1 || c.sample_every > 1000) return make_error("sample_every must be within 1..1000");
+  if (c.bpf_stats_every_s < 1 || c.bpf_stats_every_s > 3600)
+    return make_error("bpf_stats_every_s must be within 1..3600");
   if (!(c.window_s >= 1 && c.window_s <= 3600)) return make_error("window_seconds must be within 1..3600");
   if (c.scan_ms < 50 || c.scan_ms > 60'000) return make_error("scan_ms must be within 50..60000");
   if (c.drain_ms < 1 || c.drain_ms > 1000) return make_error("drain_ms must be within 1..1000");

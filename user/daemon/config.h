@@ -26,6 +26,9 @@ struct DaemonConfig {
   // Unix socket for `steptrace ctl` (root and the daemon's uid only); "" or "none" = off.
   std::string control_socket = "/run/steptrace/control.sock";
   double max_cpu_percent = 1.0;        // of one core: userspace + BPF run time
+  // BPF run-time statistics on one second in this many where the daemon
+  // holds them (CAP_SYS_ADMIN; daemon/bpf_stats_duty.h); 1 = always on.
+  uint32_t bpf_stats_every_s = 10;
   std::string degrade_level = "full";  // start at this level of the ladder, never recover past it
   uint32_t sample_every = 4;           // level sampled: per-event detail in 1 of this many windows
   double window_s = 10;                // analysis window (steps crossing an edge are cut)

@@ -32,9 +32,7 @@ void on_usr1(int) { g_dump.store(true); }
 
 }  // namespace
 
-Daemon::~Daemon() {
-  if (stats_fd_ >= 0) ::close(stats_fd_);
-}
+Daemon::~Daemon() = default;
 
 Status Daemon::start() {
   host_ = cfg_.host.empty() ? hostname() : cfg_.host;
@@ -55,12 +53,15 @@ Status Daemon::start() {
               kLevels[budget_.level()].name, kLevels[budget_.level()].what);
 
   // BPF run-time statistics: the kernel counts while this fd is open
-  // (BPF_ENABLE_STATS needs CAP_SYS_ADMIN) or while kernel.bpf_stats_enabled=1
-  // (the systemd unit's ExecStartPre sets it). With neither, the CPU budget
-  // sees only userspace: say so loudly (steptrace_bpf_stats_enabled is 0).
-  stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
-  const int stats_errno = errno;
-  if (stats_fd_ >= 0) log::info("BPF run-time statistics: on (BPF_ENABLE_STATS)");
+  // (BPF_ENABLE_STATS needs CAP_SYS_ADMIN), one second in bpf_stats_every_s
+  // (daemon/bpf_stats_duty.h), or while kernel.bpf_stats_enabled=1 (the
+  // systemd unit's ExecStartPre sets it), all the time. With neither, the CPU
+  // budget sees only userspace: say so loudly (steptrace_bpf_stats_enabled is 0).
+  const int stats_errno = stats_.start(cfg_.bpf_stats_every_s);
+  if (stats_.owned() && stats_.cycling())
+    log::info("BPF run-time statistics: on one second in {} (BPF_ENABLE_STATS; their own reads: {:.0f} ns a run)",
+              cfg_.bpf_stats_every_s, stats_.floor_ns());
+  else if (stats_.owned()) log::info("BPF run-time statistics: on (BPF_ENABLE_STATS)");
   else if (bpf_stats_enabled()) log::info("BPF run-time statistics: on (kernel.bpf_stats_enabled=1)");
   else
     log::warn("BPF run-time statistics are OFF: BPF_ENABLE_STATS failed ({}) and kernel.bpf_stats_enabled is 0. The "
@@ -94,11 +95,7 @@ Status Daemon::start() {
   return Ok{};
 }
 
-bool Daemon::bpf_stats_enabled() const {
-  if (stats_fd_ >= 0) return true;
-  auto v = read_small_file("/proc/sys/kernel/bpf_stats_enabled", 64);
-  return v && !v->empty() && (*v)[0] == '1';
-}
+bool Daemon::bpf_stats_enabled() const { return stats_.available(); }
 
 void Daemon::publish_metrics() {
   render_metrics();
@@ -149,6 +146,7 @@ Status Daemon::reload() {
   cfg_.accel_devs = keep.accel_devs;
   cfg_.rdma_devs = keep.rdma_devs;
   apply_runtime_config();
+  stats_.set_every(cfg_.bpf_stats_every_s);
   if (budget_.set_floor(level_by_name(cfg_.degrade_level))) apply_level(budget_.level(), "degrade_level raised");
   else enter_level(budget_.level());
   ++reload_ok_;

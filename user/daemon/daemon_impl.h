@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/bpf_stats_duty.h"
 #include "daemon/budget.h"
 #include "daemon/config.h"
 #include "daemon/control_socket.h"
@@ -219,7 +220,7 @@ class Daemon {
   std::unique_ptr<signals::SamplerThread> sampler_;
   signals::SignalsData signals_seen_;
   size_t last_drained_ = 0;
-  int stats_fd_ = -1;
+  BpfStatsDuty stats_;  // BPF run-time statistics, on one second in cfg_.bpf_stats_every_s
   Pipeline pipe_;             // decode -> reorder -> analysis, one window at a time
   bool window_open_ = false;  // a window is being gathered (from the first tracer on)
   uint64_t window_start_ns_ = 0, window_no_ = 0;
@@ -246,7 +247,7 @@ class Daemon {
   bool window_incomplete_ = false;  // the last closed window had drops or losses
   int exit_code_ = 0;               // non-zero: stopped because it could not trace
   DropStats drops_base_{};           // counters of tracers that were replaced
-  double bpf_base_s_ = 0;
+  uint64_t bpf_base_ns_ = 0, bpf_base_cnt_ = 0;  // run time and runs of tracers that were replaced
   std::map<std::string, double> prog_base_s_;
   DevFileSet dev_files_;
 
@@ -272,7 +273,7 @@ class Daemon {
   BudgetController budget_;
   double last_cpu_total_ = 0, last_sample_s_ = 0;
   CpuTimes cpu_{};
-  double bpf_now_s_ = 0;
+  double bpf_now_s_ = 0;  // BPF seconds counted so far: measured seconds, and the rate carried between them
 
   std::map<std::string, RankSeries> series_;
   std::deque<double> step_history_;

@@ -196,11 +196,14 @@ void Daemon::render_loss_metrics(Exposition& x) {
 // What tracing costs (CPU, memory) and the degradation ladder it answers with.
 void Daemon::render_cost_metrics(Exposition& x) const {
   x.family("steptrace_tracer_cpu_seconds_total", "counter",
-           "CPU used by the tracer: userspace (mode=user|system, getrusage) and BPF programs (mode=bpf, BPF stats)");
+           "CPU used by the tracer: userspace (mode=user|system, getrusage) and BPF programs (mode=bpf, BPF stats: "
+           "measured while they are on, their rate carried between; bpf_stats_every_s)");
   x.sample("steptrace_tracer_cpu_seconds_total", host_labels({{"mode", "user"}}), cpu_.user);
   x.sample("steptrace_tracer_cpu_seconds_total", host_labels({{"mode", "system"}}), cpu_.sys);
   x.sample("steptrace_tracer_cpu_seconds_total", host_labels({{"mode", "bpf"}}), bpf_now_s_);
-  x.family("steptrace_bpf_prog_run_seconds_total", "counter", "Run time of each BPF program");
+  x.family("steptrace_bpf_prog_run_seconds_total", "counter",
+           "Run time of each BPF program while BPF statistics were on (one second in bpf_stats_every_s where the "
+           "daemon holds them)");
   std::map<std::string, double> progs = prog_base_s_;
   if (tracer_)
     for (const auto& p : tracer_->prog_stats()) progs[p.name] += static_cast<double>(p.run_time_ns) / 1e9;

@@ -63,6 +63,8 @@ void Daemon::apply_detail() {
   window_detail_ = detail_wanted();
   if (!tracer_) return;
   if (window_detail_ && !bpf_detail_) detail_since_ns_ = monotonic_ns();
+  // The programs' rate changes with detail: measure it afresh (bpf_stats_duty.h).
+  if (window_detail_ != bpf_detail_) stats_.remeasure();
   bpf_detail_ = window_detail_;
   detail_since_sample_ = detail_since_sample_ || window_detail_;
   tracer_->set_detail(window_detail_);
@@ -71,6 +73,7 @@ void Daemon::apply_detail() {
 
 void Daemon::enter_level(int level) {
   applied_level_ = level;
+  stats_.remeasure();  // another level, other programs or another rate
   drain_ms_ = level >= kLevelSlowDrain ? std::max<uint32_t>(cfg_.drain_ms * 10, 100) : cfg_.drain_ms;
   if (wait_) wait_->set_drain_ms(drain_ms_);
   // Sampled costs most in its detailed windows: judge it over a whole cycle.
@@ -212,7 +215,8 @@ void Daemon::drop_tracer() {
   if (auto cur = tracer_->read_stats()) drops_base_ += *cur;
   for (const auto& p : tracer_->prog_stats()) {
     prog_base_s_[p.name] += static_cast<double>(p.run_time_ns) / 1e9;
-    bpf_base_s_ += static_cast<double>(p.run_time_ns) / 1e9;
+    bpf_base_ns_ += p.run_time_ns;
+    bpf_base_cnt_ += p.run_cnt;
   }
   wait_.reset();  // it polls the ring's fd, which goes with the tracer
   reader_.reset();

@@ -180,15 +180,18 @@ void Daemon::sample_cpu() {
   read_aggregates(false);
   double t = now_s();
   cpu_ = self_cpu_times();
-  double bpf = bpf_base_s_;
+  uint64_t run_ns = bpf_base_ns_, run_cnt = bpf_base_cnt_;
   if (tracer_)
-    for (const auto& p : tracer_->prog_stats()) bpf += static_cast<double>(p.run_time_ns) / 1e9;
-  bpf_now_s_ = bpf;
+    for (const auto& p : tracer_->prog_stats()) {
+      run_ns += p.run_time_ns;
+      run_cnt += p.run_cnt;
+    }
+  bpf_now_s_ += stats_.account(t, run_ns, run_cnt);
   // The budget counts userspace (all threads) plus BPF run time, less the
   // dump worker's CPU: captures are rate-limited, and compressing one must
   // not push the ladder down (steptrace_dump_cpu_seconds_total shows it).
   const double dump_cpu = dump_worker_.cpu_seconds();
-  double total = cpu_.user + cpu_.sys + bpf - dump_cpu;
+  double total = cpu_.user + cpu_.sys + bpf_now_s_ - dump_cpu;
   // A second spent wholly in sampled-out windows (not the one whose
   // detailed window closed in it: that analysis is the costly part).
   const bool cheap = budget_.level() == kLevelSampled && !detail_since_sample_ && !window_detail_;
@@ -202,13 +205,9 @@ void Daemon::sample_cpu() {
       apply_level(budget_.level(), "back under budget");
     }
   }
+  // A rebuilt tracer's counters went into the bases (drop_tracer): the
+  // counted BPF seconds go on from where they are.
   last_cpu_total_ = cpu_.user + cpu_.sys + bpf_now_s_ - dump_cpu;
-  // apply_level may have rebuilt the tracer; re-read so the next delta starts here.
-  if (tracer_) {
-    double b = bpf_base_s_;
-    for (const auto& p : tracer_->prog_stats()) b += static_cast<double>(p.run_time_ns) / 1e9;
-    last_cpu_total_ = cpu_.user + cpu_.sys + b - dump_cpu;
-  }
   last_sample_s_ = t;
 }
 
