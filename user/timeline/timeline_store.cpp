@@ -219,7 +219,7 @@ void erase_ended(V& v, uint64_t ts, F end_of) {
   // once a window used under half of the room: a thread as busy as in the
   // last window fills it again, and memory given back and grown again is
   // memory the kernel zeroes again (most of a busy consumer's CPU, B5).
-  // Room a window never touched costs no RSS (HugeBlockAllocator maps lazily).
+  // Room a window never touched costs no RSS (GrowVector maps lazily).
   if (v.capacity() > 64 && used < v.capacity() / 2) {
     V kept;
     kept.reserve(std::max<size_t>(used, 64));

@@ -13,7 +13,7 @@
 
 #include "decode/event.h"
 #include "timeline/thread_table.h"
-#include "util/huge_block_allocator.h"
+#include "util/grow_vector.h"
 
 namespace steptrace {
 
@@ -67,9 +67,9 @@ struct BlockIo {
 };
 
 // A thread's history: an entry or two per record of a busy thread, so tens
-// of MiB each in a long window (see HugeBlockAllocator).
+// of MiB each in a long window (see GrowVector: it grows without copying).
 template <typename T>
-using TimelineVector = std::vector<T, HugeBlockAllocator<T>>;
+using TimelineVector = GrowVector<T>;
 
 struct ThreadTimeline {
   uint32_t pid = 0, tid = 0;
