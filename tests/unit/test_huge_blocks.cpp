@@ -75,20 +75,20 @@ TEST_CASE("grow vector: a huge block grows by moving its pages, not by copying t
       ++n;
     }
   };
-  while (v.capacity() * sizeof(Span) < 4 * kHugeBlockFrom) {
+  while (v.capacity() * sizeof(Span) < 8 * kHugeBlockFrom) {
     if (v.size() == v.capacity()) v.push_back(Span{.start = n, .bytes = n * 7}), ++n;
     fill_to_capacity();
   }
   const size_t before_bytes = v.capacity() * sizeof(Span);
   const long faults = minor_faults();
-  v.push_back(Span{.start = n, .bytes = n * 7});  // the growth: 16 MiB or more moved
+  v.push_back(Span{.start = n, .bytes = n * 7});  // the growth: 32 MiB or more moved
   ++n;
   const long grew_faults = minor_faults() - faults;
   CHECK(v.capacity() * sizeof(Span) >= 2 * before_bytes);
-  // A copy would touch every page of the old block in the new one: 4096
-  // faults with 4 KiB pages, 8 with huge pages. A move touches the page the
-  // new entry lands on.
-  CHECK(grew_faults <= 2);
+  // A copy would touch every page of the old block in the new one: 8192
+  // faults with 4 KiB pages, 16 with huge pages. A move touches the page the
+  // new entry lands on (and, under ASan, a page or two of its shadow: 3 seen).
+  CHECK(grew_faults <= 6);
   CHECK(reinterpret_cast<uintptr_t>(v.data()) % kHugePageBytes == 0);
   bool intact = v.size() == n;
   for (size_t i = 0; i < v.size(); ++i) intact = intact && v[i].start == i && v[i].bytes == i * 7;
