@@ -4,13 +4,17 @@
  * device index and, for copy ioctls, the byte count read from the user
  * argument.
  *
- * The syscall boundary is hooked once (tp_btf sys_enter/sys_exit) and does
- * three cheap jobs for target threads: accelerator ioctls, counting
- * sched_yield() calls (the Neuron runtime's busy-poll), and stamping the
- * syscall in progress (what a thread was blocked in, send/recv durations).
- * Attaching a second program to the same hook would double the per-syscall
- * tax, which every syscall on the host pays; non-target threads leave after
- * one tgid lookup.
+ * The syscall boundary does two jobs for target threads: accelerator (and
+ * uverbs) calls, and stamping the entry of the socket calls a net record
+ * times. Two tiers, the same code (st_sys_enter_do / st_sys_exit_do):
+ *  - ftrace's per-syscall events (syscalls:sys_enter_ioctl, ...; st_tps_*),
+ *    one program attached to each call it needs. Every other syscall on the
+ *    host pays one bit test, not a program run: the raw hooks cost ~150 ns
+ *    on each syscall of every task, ~50-80 with these (B14), and a
+ *    busy-polling runtime's sched_yield() calls are hundreds of thousands a
+ *    second. A hooked call pays more (~200 ns a side): device calls are few.
+ *  - the raw tp_btf sys_enter/sys_exit where tracefs lacks those events.
+ * Non-target threads leave after one bit test of their tgid.
  */
 #include "common.bpf.h"
 #include "neuron_uapi.h"
@@ -198,11 +202,11 @@ static __always_inline void st_accel_record(struct st_task_state *ts, int fd, __
 	ts->accel_bytes = bytes;
 }
 
-static __always_inline void st_accel_enter(struct st_task_state *ts, struct pt_regs *regs, __u64 now)
+static __always_inline void st_accel_enter(struct st_task_state *ts, __u64 a0, __u64 a1, __u64 a2)
 {
-	int fd = (int)ST_SYSCALL_ARG0(regs);
-	__u32 cmd = (__u32)ST_SYSCALL_ARG1(regs);
-	void *arg = (void *)ST_SYSCALL_ARG2(regs);
+	int fd = (int)a0;
+	__u32 cmd = (__u32)a1;
+	void *arg = (void *)a2;
 	__u32 dev_index = 0, flags = 0;
 
 	/* Neuron commands carry magic 'N'; anything else cannot be ours. */
@@ -308,12 +312,10 @@ static __always_inline void st_rdma_write_enter(struct st_task_state *ts, void *
 	ts->rdma_flags = flags | ST_RDMA_VIA_WRITE;
 }
 
-static __always_inline void st_rdma_enter(struct st_task_state *ts, struct pt_regs *regs, long id)
+static __always_inline void st_rdma_enter(struct st_task_state *ts, long id, __u64 a0, __u64 si, __u64 dx)
 {
 	/* ioctl(fd, cmd, arg) / write(fd, buf, count) */
-	int fd = (int)ST_SYSCALL_ARG0(regs);
-	__u64 si = ST_SYSCALL_ARG1(regs);
-	__u64 dx = ST_SYSCALL_ARG2(regs);
+	int fd = (int)a0;
 	__u32 dev_index = 0, flags = 0;
 
 	if (id == ST_NR_IOCTL && (__u32)si != RDMA_VERBS_IOCTL_CMD)
@@ -380,21 +382,18 @@ static __always_inline bool st_sys_stamped(long id)
 	}
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(st_sys_enter, struct pt_regs *regs, long id)
+static __always_inline int st_sys_enter_do(long id, __u64 a0, __u64 a1, __u64 a2)
 {
 	struct st_task_state *ts;
 	__u64 now;
 
-	/* Only the calls a record times, and sched_yield() (counted), touch the
-	 * thread's state; what any other syscall a thread is in is read from
-	 * the kernel's saved registers where a record wants it
-	 * (st_task_syscall). Detail off (the daemon's sampled-out windows,
-	 * aggregated): the stamps and yield counts feed only records that are
-	 * off, and a busy-polling runtime makes a syscall per poll. Only
-	 * device-file calls go on. */
+	/* Only the calls records time touch the thread's state; what any other
+	 * syscall a thread is in is read from the kernel's saved registers where
+	 * a record wants it (st_task_syscall). Detail off (the daemon's
+	 * sampled-out windows, aggregated): the stamps feed only records that
+	 * are off. Only device-file calls go on. */
 	if (st_detail) {
-		if (id != ST_NR_SCHED_YIELD && !st_sys_stamped(id))
+		if (!st_sys_stamped(id))
 			return 0;
 	} else if (id != ST_NR_IOCTL && (id != ST_NR_WRITE || !st_cfg.rdma_verbs)) {
 		return 0;
@@ -404,33 +403,27 @@ int BPF_PROG(st_sys_enter, struct pt_regs *regs, long id)
 	ts = st_task_state_get(bpf_get_current_task_btf(), true);
 	if (!ts)
 		return 0;
-	if (id == ST_NR_SCHED_YIELD) {
-		ts->yields++;
-		return 0;
-	}
 	/* The clock costs ~80 ns a read on this VM (B13: st_sys_enter 169 -> 88 ns
 	 * over empty without it): only the calls records time come here. */
 	now = bpf_ktime_get_ns();
 	ts->sys_nr = id;
 	ts->sys_enter_ts = now;
 	if (id == ST_NR_IOCTL && (st_cfg.enabled & ST_SUB_ACCEL) && st_accel_in_syscalls)
-		st_accel_enter(ts, regs, now);
+		st_accel_enter(ts, a0, a1, a2);
 	/* Off (rodata) unless uverbs devices exist or --rdma-dev was given. */
 	if ((id == ST_NR_IOCTL || id == ST_NR_WRITE) && (st_cfg.enabled & ST_SUB_ACCEL) && st_cfg.rdma_verbs &&
 	    !ts->accel_pending)
-		st_rdma_enter(ts, regs, id);
+		st_rdma_enter(ts, id, a0, a1, a2);
 	return 0;
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(st_sys_exit, struct pt_regs *regs, long ret)
+static __always_inline int st_sys_exit_do(long nr, long ret)
 {
 	struct st_task_state *ts;
-	long nr = ST_SYSCALL_NR(regs);
 
 	/* Only device calls emit at the exit; a net record compares the stamp's
 	 * number with the call the thread is in (net.bpf.c), and the loader
-	 * attaches this hook only where device calls come through it. */
+	 * attaches the exit only where device calls come through it. */
 	if (!(st_cfg.enabled & ST_SUB_ACCEL) || (nr != ST_NR_IOCTL && (nr != ST_NR_WRITE || !st_cfg.rdma_verbs)))
 		return 0;
 	if (!st_current_is_target())
@@ -444,6 +437,52 @@ int BPF_PROG(st_sys_exit, struct pt_regs *regs, long ret)
 		st_rdma_emit(ts, ts->sys_enter_ts, ret);
 	ts->sys_nr = -1;
 	return 0;
+}
+
+/* The raw tier: every syscall of every task comes here. */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(st_sys_enter, struct pt_regs *regs, long id)
+{
+	return st_sys_enter_do(id, ST_SYSCALL_ARG0(regs), ST_SYSCALL_ARG1(regs), ST_SYSCALL_ARG2(regs));
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(st_sys_exit, struct pt_regs *regs, long ret)
+{
+	return st_sys_exit_do(ST_SYSCALL_NR(regs), ret);
+}
+
+/*
+ * The per-syscall tier: one program each for entries and exits, attached by
+ * the loader to the events of the calls it needs (syscalls:sys_enter_ioctl,
+ * ..., loader/tracer.cpp); the section names one of them. The layout is
+ * ftrace's for every syscall event (checked against the format files, as
+ * the neuron:* ones are): the number, then the arguments or the return.
+ */
+struct st_syscall_tp_enter {
+	__u64 common_;
+	__s32 nr;
+	__u32 pad_;
+	__u64 args[6];
+};
+
+struct st_syscall_tp_exit {
+	__u64 common_;
+	__s32 nr;
+	__u32 pad_;
+	__s64 ret;
+};
+
+SEC("tracepoint/syscalls/sys_enter_ioctl")
+int st_tps_enter(struct st_syscall_tp_enter *c)
+{
+	return st_sys_enter_do(c->nr, c->args[0], c->args[1], c->args[2]);
+}
+
+SEC("tracepoint/syscalls/sys_exit_ioctl")
+int st_tps_exit(struct st_syscall_tp_exit *c)
+{
+	return st_sys_exit_do(c->nr, c->ret);
 }
 
 /*

@@ -102,7 +102,7 @@ struct st_task_state {
 	 * the thread is still in it: st_task_syscall(). */
 	__u64 sys_enter_ts;
 	__s32 sys_nr;
-	__u32 yields;        /* sched_yield() calls since the thread last went on CPU */
+	__u32 yields;        /* unused (yields are counted at the switch-out); kept for the layout */
 	/* accelerator ioctl in flight */
 	__u64 accel_bytes;
 	__u32 accel_cmd;

@@ -3,12 +3,19 @@
  * sched.bpf.c - on-CPU / runnable / blocked transitions of target threads,
  * who woke whom, and the life cycle of target tasks (fork, exec, rename, exit).
  *
- * Everything here comes from scheduler tracepoints that fire anyway; yields
- * are counted at the syscall boundary (accel_ioctl.bpf.c) and reported in the
- * next switch-out record instead of one record per sched_yield().
+ * Everything here comes from scheduler tracepoints that fire anyway. A
+ * yield is a switch-out that left prev runnable from inside sched_yield()
+ * (its saved registers): the calls that gave the CPU away. Those that found
+ * nothing else to run are not seen: counting them took a program on every
+ * syscall of every task on the host (the raw sys_enter hook), and a
+ * busy-polling runtime makes hundreds of thousands a second (B7: empty
+ * programs on those hooks alone slowed its steps by 2-3 %). A switch with
+ * prev runnable and no preempt flag is no proof of a yield: a tick's
+ * preemption taken on the way back to user space looks the same.
  */
 #include "common.bpf.h"
 #include "core_fixes.bpf.h"
+#include "arch_x86.h" /* ST_NR_SCHED_YIELD */
 
 /*
  * The interrupt time steal.bpf.c added up while prev was current, one record
@@ -104,9 +111,9 @@ int BPF_PROG(st_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		if (prev_state != 0)
 			sys_nr = st_task_syscall(prev, NULL);
 		ts = st_task_state_get(prev, true);
+		if (prev_state == 0 && !preempt && st_task_syscall(prev, NULL) == ST_NR_SCHED_YIELD)
+			yields = 1;
 		if (ts) {
-			yields = ts->yields;
-			ts->yields = 0;
 			/*
 			 * sched_info_arrive() added the wait that ended when this
 			 * slice began (and sched_info_dequeue() any part of it before
@@ -280,18 +287,16 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(st_sched_process_exit, struct task_struct *p)
 {
 	struct st_task_exit *e;
-	struct st_task_state *ts;
 	__u32 tgid = p->tgid;
 	bool group_dead = BPF_CORE_READ(p, signal, live.counter) == 0;
 
 	if (!st_task_is_target(p))
 		return 0;
-	ts = st_task_state_get(p, false);
 	e = st_reserve(sizeof(*e), ST_EV_TASK_EXIT);
 	if (e) {
 		e->exit_code = BPF_CORE_READ(p, exit_code);
 		e->flags = group_dead ? ST_EXIT_GROUP_DEAD : 0;
-		e->yields = ts ? ts->yields : 0;
+		e->yields = 0; /* yields are counted at the switch-out (prev_yields) */
 		e->pad_ = 0;
 		bpf_get_current_comm(e->comm, sizeof(e->comm));
 		st_submit(e);

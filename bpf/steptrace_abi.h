@@ -124,7 +124,7 @@ struct st_sched_switch {
 	__u32 next_tid;
 	__u32 prev_state;   /* TASK_* bits: 0 runnable, 1 S, 2 D, ... */
 	__u32 flags;        /* ST_SWITCH_* */
-	__u32 prev_yields;  /* sched_yield() calls by prev during the slice that just ended */
+	__u32 prev_yields;  /* 1: prev gave the CPU away in sched_yield(); older versions counted every sched_yield() of the slice */
 	__s32 prev_sys_nr;  /* syscall prev was in when it left the CPU, -1 none/unknown */
 	/* How long prev waited on a runqueue before the slice that just ended
 	 * (the kernel's schedstat run_delay for that arrival, migrations
@@ -173,7 +173,7 @@ struct st_task_exit {
 	struct st_event_header hdr;
 	__s32 exit_code;
 	__u32 flags;
-	__u32 yields;       /* sched_yield() calls in the final slice */
+	__u32 yields;       /* 0 (yields are in the switch-outs); older captures: sched_yield() calls in the final slice */
 	__u32 pad_;
 	char comm[ST_COMM_LEN];
 };

@@ -82,10 +82,12 @@ TEST_CASE("tiers: the neuron module's ncdev_ioctl replaces the syscall hook for 
   f.neuron_tps = {"dma_queue_copy_start", "ioctl_mem_copyin"};
   auto p = plan_tiers(f, kAll);
   CHECK(p.accel_kprobe);
-  CHECK(p.syscalls);  // still needed by sched (yields) and net (call durations)
-  // no device call emits at the exit: every syscall on the host is spared the exit hook
+  // sched counts yields at the switch-out and net is on kprobes here: no
+  // syscall hook at all, every syscall on the host is spared it
+  CHECK_FALSE(p.syscalls);
   CHECK_FALSE(p.syscall_exit);
-  CHECK(tier(p, f, "syscalls").find("tp_btf sys_enter (yields") == 0);
+  CHECK(p.syscalls_loaded);  // loaded for a fallback if the kprobe fails to attach
+  CHECK(tier(p, f, "syscalls").find("not attached") == 0);
   CHECK(tier(p, f, "accel") == "kprobe/kretprobe ncdev_ioctl [neuron]");
   CHECK(tier(p, f, "accel_tp") == "neuron:dma_queue_copy_start,ioctl_mem_copyin");
   CHECK(tier(p, f, "syscalls").find("accel") == std::string::npos);
@@ -104,10 +106,10 @@ TEST_CASE("tiers: the neuron module's ncdev_ioctl replaces the syscall hook for 
   CHECK_FALSE(r.accel_kprobe);
   CHECK(r.syscalls);
   CHECK(r.syscall_exit);
-  // sched alone: the entry hook only (yield counts)
+  // sched alone: no syscall hook (yields are counted at the switch-out)
   auto s = plan_tiers(f, ST_SUB_SCHED);
-  CHECK(s.syscalls);
-  CHECK_FALSE(s.syscall_exit);
+  CHECK_FALSE(s.syscalls);
+  CHECK_FALSE(s.syscalls_loaded);
   // a tracepoint tier needs tracefs
   f.tracefs.clear();
   CHECK(plan_tiers(f, kAll).neuron_tps.empty());
@@ -207,4 +209,35 @@ TEST_CASE("features: the kernel's BTF tells whether kprobe links report their mi
   // A BTF file that is not the kernel's has no such member: not measurable, never a guess.
   KernelFeatures none = probe_features("/nonexistent/btf");
   CHECK_FALSE(none.link_kprobe_missed);
+}
+
+TEST_CASE("tiers: per-syscall events replace the raw syscall hooks where tracefs has them", "[tiers]") {
+  auto f = k61();
+  f.tp_sock_length = true;  // net call durations need entry stamps
+  // without the events: the raw hooks
+  auto raw = plan_tiers(f, kAll, false, true);
+  CHECK_FALSE(raw.syscall_tps);
+  CHECK(tier(raw, f, "syscalls").find("tp_btf sys_enter/sys_exit (accel ioctls, net call durations)") == 0);
+  f.syscall_tps = true;
+  auto p = plan_tiers(f, kAll, false, true);
+  CHECK(p.syscall_tps);
+  CHECK(tier(p, f, "syscalls") ==
+        "syscalls:sys_enter_{ioctl,write,read,readv,writev,sendto,recvfrom,sendmsg,recvmsg,sendmmsg,recvmmsg} + "
+        "sys_exit_ioctl (accel ioctls, net call durations)");
+  CHECK(tier(p, f, "accel") == "syscalls:sys_enter/exit_ioctl, filtered to device files (--accel-dev given)");
+  // device calls only: the ioctl events alone; the exit only for device calls
+  auto a = plan_tiers(f, ST_SUB_ACCEL, false, true);
+  CHECK(a.syscall_enters(true) == std::vector<std::string>{"sys_enter_ioctl"});
+  CHECK(a.syscall_exits(true) == std::vector<std::string>{"sys_exit_ioctl"});
+  CHECK(a.syscall_exits(false).empty());
+  // uverbs calls come through write too
+  auto v = plan_tiers(f, ST_SUB_ACCEL, false, true, true);
+  CHECK(v.syscall_enters(true) == std::vector<std::string>{"sys_enter_ioctl", "sys_enter_write"});
+  CHECK(v.syscall_exits(true) == std::vector<std::string>{"sys_exit_ioctl", "sys_exit_write"});
+  CHECK(tier(v, f, "efa_ctl", ST_SUB_ACCEL).find("syscalls:sys_enter/exit_{ioctl,write}") == 0);
+  // sched alone: nothing to hook, whatever the kernel offers
+  auto s = plan_tiers(f, ST_SUB_SCHED);
+  CHECK_FALSE(s.syscalls);
+  CHECK(s.syscall_enters(false).empty());
+  CHECK(tier(s, f, "syscalls", ST_SUB_SCHED).find("not attached") == 0);
 }

@@ -262,7 +262,7 @@ class Bench:
     def with_empty(self, sets, fn):
         st = subprocess.Popen([self.empty, sets], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = st.stdout.readline()
-        want = sum({"sched": 7, "syscall": 2, "syscall-tp": 2, "block": 3, "net": 4}[x] for x in sets.split(","))
+        want = sum({"sched": 7, "syscall": 2, "syscall-tp": 2, "syscall-tp-net": 10, "block": 3, "net": 4}[x] for x in sets.split(","))
         if line.split() != ["attached", str(want)]:
             st.kill()
             st.wait()
@@ -629,6 +629,26 @@ class Bench:
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return self.step_stats(truth, skip)
 
+    # B0 for B7: empty programs on the hooks the traced arm's collectors use
+    # (the steal, sampler and uprobe hooks have no empty twin: the arm is a floor).
+    B7_EMPTY_SETS = "sched,syscall,block,net"
+
+    def trainsim_empty(self, compute_ms, steps, skip=2):
+        return self.with_empty(self.B7_EMPTY_SETS, lambda: self.trainsim_bare(compute_ms, steps, skip))
+
+    def b7_over_empty(self, s, pairs, pairs_e):
+        """The empty arm's slowdown, and the traced arm's over it, each round
+        against its own bare run: what the programs and steptrace add beyond
+        the price of the hooks themselves."""
+        e = self.summarize(pairs_e, lambda r: r["mean_step_ms"])
+        s["empty"] = {k: e[k] for k in ("pairs", "b_median", "diff_median", "slowdown_median", "slowdown_ci95",
+                                        "b_values")}
+        s["empty"]["sets"] = self.B7_EMPTY_SETS
+        over = [(t["mean_step_ms"] - m["mean_step_ms"]) / a["mean_step_ms"]
+                for (a, t), (_, m) in zip(pairs, pairs_e)]
+        s["over_empty_median"] = median(over)
+        s["over_empty_ci95"] = boot_ci(over)
+
     def trainsim_traced(self, compute_ms, steps, record=None, st_opts=(), skip=2):
         d = tempfile.mkdtemp(dir=self.work)
         dev = os.path.join(d, "dev")
@@ -690,8 +710,10 @@ class Bench:
                 return s
 
             self.log(f"  B7 compute {ms} ms x {steps} steps")
-            pairs = self.ab(self.a.pairs_b7, lambda: self.trainsim_bare(ms, steps), b)
+            pairs, pairs_e = self.arms(self.a.pairs_b7, lambda: self.trainsim_bare(ms, steps), b,
+                                       lambda: self.trainsim_empty(ms, steps))
             s = self.summarize(pairs, lambda r: r["mean_step_ms"])
+            self.b7_over_empty(s, pairs, pairs_e)
             s["median_step"] = self.summarize(pairs, lambda r: r["median_step_ms"])
             s["steps_per_chunk"] = steps
             s["dropped"] = sum(t["dropped"] for t in traced)
@@ -716,8 +738,10 @@ class Bench:
                 return s
 
             self.log(f"  B7 compute {ms} ms x {steps} steps, the first {skip} left out")
-            pairs = self.ab(self.a.pairs_b7, lambda: self.trainsim_bare(ms, steps, skip), b_steady)
+            pairs, pairs_e = self.arms(self.a.pairs_b7, lambda: self.trainsim_bare(ms, steps, skip), b_steady,
+                                       lambda: self.trainsim_empty(ms, steps, skip))
             s = self.summarize(pairs, lambda r: r["mean_step_ms"])
+            self.b7_over_empty(s, pairs, pairs_e)
             s["median_step"] = self.summarize(pairs, lambda r: r["median_step_ms"])
             s["steps_per_chunk"] = steps
             s["skipped_steps"] = skip
@@ -783,13 +807,43 @@ class Bench:
 
     # -- B13: each program's own run time over the empty program on its hook
     # (kernel bpf_stats), the same workload in both arms
-    B13_SYS = {"st_sched_switch": "empty_sched_switch", "st_sched_wakeup": "empty_sched_waking",
-               "st_sys_enter": "empty_sys_enter", "st_sys_exit": "empty_sys_exit"}
+    # Each traced program and the empty ones on the hooks it runs on (the
+    # per-syscall tier's two programs go on several events each).
+    B13_SCHED = {"st_sched_switch": ["empty_sched_switch"], "st_sched_wakeup": ["empty_sched_waking"]}
+    B13_RAW = {"st_sys_enter": ["empty_sys_enter"], "st_sys_exit": ["empty_sys_exit"]}
+    B13_TPN = ["empty_tpn_sys_enter_" + c for c in ("read", "write", "readv", "writev", "sendto", "recvfrom",
+                                                     "sendmsg", "recvmsg", "sendmmsg", "recvmmsg")]
     # A net record is made on the socket tracepoints and timed from the
     # syscall hooks' entry stamp; every received segment runs st_tcp_probe.
-    B13_NET = {**B13_SYS, "st_sock_send_length": "empty_sock_send_length",
-               "st_sock_recv_length": "empty_sock_recv_length", "st_tcp_probe": "empty_tcp_probe"}
-    B13_EMPTY = B13_NET  # every program some case compares: what is kept of bpftool's list
+    B13_SOCK = {"st_sock_send_length": ["empty_sock_send_length"],
+                "st_sock_recv_length": ["empty_sock_recv_length"], "st_tcp_probe": ["empty_tcp_probe"]}
+
+    @staticmethod
+    def syscall_events():
+        """Whether steptrace's syscall tier is the per-syscall events here (loader/tiers.cpp)."""
+        return any(os.path.exists(f"{t}/events/syscalls/sys_enter_ioctl") for t in
+                   ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"))
+
+    def b13_cases(self):
+        """name -> (bench-load mode, its args, steptrace options, empty sets, {traced: [empty twins]})"""
+        tps = self.syscall_events()
+        dev = ({"st_tps_enter": ["empty_tp_sys_enter_ioctl", *self.B13_TPN], "st_tps_exit": ["empty_tp_sys_exit_ioctl"]}
+               if tps else self.B13_RAW)
+        net = {"st_tps_enter": self.B13_TPN} if tps else {"st_sys_enter": ["empty_sys_enter"]}
+        return {
+            # sched alone hooks no syscall (yields are counted at the switch-out)
+            "sched": ("pingpong", ["--iters", str(self.a.scale(100000, 5000)), "--cpu", "0"],
+                      ["--collectors", "sched"], "sched", dict(self.B13_SCHED)),
+            # the default collectors (net's stamps included) and the device file
+            "ioctl": ("ioctl", ["--dev", self.accel_file, "--iters", str(self.a.scale(200000, 5000))],
+                      ["--accel-dev", self.accel_file],
+                      "sched,syscall-tp,syscall-tp-net,block,net" if tps else "sched,syscall,block,net",
+                      {**self.B13_SCHED, **dev}),
+            # 64-byte request/response over loopback: each round trip two
+            # sends, two receives and two segments arriving.
+            "net": ("tcp", ["--iters", str(self.a.scale(50000, 2000))], ["--collectors", "sched,net"],
+                    "sched,syscall-tp-net,net" if tps else "sched,syscall,net", {**self.B13_SCHED, **net, **self.B13_SOCK}),
+        }
 
     def prog_stats_after(self, cmd_prefix, mode, extra):
         """Run bench-load under cmd_prefix (a traced `steptrace run` or the
@@ -805,7 +859,7 @@ class Bench:
         progs = {}
         for p in json.loads(read(stats) or "[]"):
             n = p.get("name", "")
-            if p.get("run_cnt") and (n in self.B13_EMPTY or n in self.B13_EMPTY.values()):
+            if p.get("run_cnt") and (n.startswith("st_") or n.startswith("empty_")):
                 progs[n] = (p.get("run_time_ns", 0), p["run_cnt"])
         return json.loads(read(out)), progs
 
@@ -816,21 +870,11 @@ class Bench:
         # that returns at once on the same hook. Per record: the traced
         # programs' time less what the empty ones would have taken for as
         # many runs, over the records they wrote.
-        cases = {
-            "sched": ("pingpong", ["--iters", str(self.a.scale(100000, 5000)), "--cpu", "0"],
-                      ["--collectors", "sched"], "sched,syscall"),
-            "ioctl": ("ioctl", ["--dev", self.accel_file, "--iters", str(self.a.scale(200000, 5000))],
-                      ["--accel-dev", self.accel_file], "sched,syscall,block,net"),
-            # 64-byte request/response over loopback: each round trip two
-            # sends, two receives and two segments arriving.
-            "net": ("tcp", ["--iters", str(self.a.scale(50000, 2000))], ["--collectors", "sched,net"],
-                    "sched,syscall,net"),
-        }
-        pairs_of = {"sched": self.B13_SYS, "ioctl": self.B13_SYS, "net": self.B13_NET}
+        cases = self.b13_cases()
         res = {}
         with bpf_stats_on():
-            for name, (mode, extra, st_opts, sets) in cases.items():
-                per = {}
+            for name, (mode, extra, st_opts, sets, pairs) in cases.items():
+                per = {}  # traced program -> [(ns, runs)] of each traced arm; "~" + it: its twins' sums
                 recs = []
                 for i in range(self.a.pairs):
                     rep = self.tmp("report.json")
@@ -841,24 +885,28 @@ class Bench:
                         if prefix:
                             _, progs = self.prog_stats_after(prefix, mode, extra)
                             recs.append(sum(k["emitted"] for k in json.loads(read(rep))["events"].values()))
+                            for n in pairs:
+                                if n in progs:
+                                    per.setdefault(n, []).append(progs[n])
                         else:
                             _, progs = self.with_empty(sets, lambda: self.prog_stats_after([], mode, extra))
-                        for n, (ns, runs) in progs.items():
-                            per.setdefault(n, []).append((ns, runs))
+                            for n, twins in pairs.items():
+                                got = [progs[e] for e in twins if e in progs]
+                                if got:
+                                    per.setdefault("~" + n, []).append((sum(x for x, _ in got), sum(r for _, r in got)))
                 out = {"records": median(recs), "programs": {}}
                 extra_ns = []
-                pairs = pairs_of[name]
-                for n, e in pairs.items():
-                    if e not in per:
+                for n in pairs:
+                    if "~" + n not in per:
                         continue
-                    e_run = median([ns / runs for ns, runs in per[e]])
+                    e_run = median([ns / runs for ns, runs in per["~" + n]])
                     if n not in per:
-                        # sys_exit is attached only where device calls come
-                        # through it (loader/tiers.cpp): the hook's empty
+                        # an exit program is attached only where device calls
+                        # come through it (loader/tiers.cpp): the hook's empty
                         # cost is then saved, not paid.
-                        if n != "st_sys_exit":
+                        if n not in ("st_sys_exit", "st_tps_exit"):
                             continue
-                        runs = median([runs for _, runs in per[e]])
+                        runs = median([runs for _, runs in per["~" + n]])
                         out["programs"][n] = {"ns_per_run": 0.0, "empty_ns_per_run": e_run,
                                               "over_empty_ns_per_run": -e_run, "runs": runs, "attached": False}
                         extra_ns.append(-e_run * runs)
@@ -1248,6 +1296,14 @@ def build_table(res, env, quick):
             f"{s['records_per_step']:.0f} rec/step, {s['dropped']} dropped",
             f"95% CI [{fmt_pct(s['slowdown_ci95'][0])}, {fmt_pct(s['slowdown_ci95'][1])}], A cv {100 * s['a_cv']:.1f}%",
             s["pairs"])
+        if "empty" in s:
+            e = s["empty"]
+            row("B7", f"{what}: empty programs on the hooks ({e['sets']}) vs bare, and traced over them",
+                f"{s['a_median']:.2f} ms/step (wall)", f"empty {e['b_median']:.2f}",
+                f"empty {e['diff_median']:+.3f} ms ({fmt_pct(e['slowdown_median'])})",
+                f"traced over empty {fmt_pct(s['over_empty_median'])}",
+                f"95% CI empty [{fmt_pct(e['slowdown_ci95'][0])}, {fmt_pct(e['slowdown_ci95'][1])}], "
+                f"over empty [{fmt_pct(s['over_empty_ci95'][0])}, {fmt_pct(s['over_empty_ci95'][1])}]", e["pairs"])
     if "B9" in R:
         s = R["B9"]
         i = s["idle"]
@@ -1292,7 +1348,9 @@ def build_table(res, env, quick):
             targets.append((f"B7 step slowdown at {ms} ≤ {100 * lim:g}%, 0 drops", ok,
                             f"{fmt_pct(s['slowdown_median'])} (95% CI {fmt_pct(s['slowdown_ci95'][0])} .. "
                             f"{fmt_pct(s['slowdown_ci95'][1])}), "
-                            f"{s['dropped']} dropped"))
+                            f"{s['dropped']} dropped"
+                            + (f"; the empty programs alone {fmt_pct(s['empty']['slowdown_median'])}, traced over "
+                               f"them {fmt_pct(s['over_empty_median'])}" if "empty" in s else "")))
     if "B4-sched" in R and "over_empty_ns" in R["B4-sched"]:
         oe = {k: R[k]["over_empty_ns"] for k in ("B4-sched", "B4-syscall")}
         targets.append(("non-target event ≤ 30 ns over the empty program (sched and syscall hooks)",

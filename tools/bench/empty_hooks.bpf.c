@@ -32,6 +32,19 @@ SEC("tp_btf/sys_exit") int empty_sys_exit(void *ctx) { return 0; }
 SEC("tracepoint/syscalls/sys_enter_ioctl") int empty_tp_sys_enter_ioctl(void *ctx) { return 0; }
 SEC("tracepoint/syscalls/sys_exit_ioctl") int empty_tp_sys_exit_ioctl(void *ctx) { return 0; }
 
+/* syscall-tp-net: the per-syscall events the net collector stamps (the
+ * socket calls a net record times from their entry; accel_ioctl.bpf.c). */
+SEC("tracepoint/syscalls/sys_enter_read") int empty_tpn_sys_enter_read(void *ctx) { return 0; }
+SEC("tracepoint/syscalls/sys_enter_write") int empty_tpn_sys_enter_write(void *ctx) { return 0; }
+SEC("tracepoint/syscalls/sys_enter_readv") int empty_tpn_sys_enter_readv(void *ctx) { return 0; }
+SEC("tracepoint/syscalls/sys_enter_writev") int empty_tpn_sys_enter_writev(void *ctx) { return 0; }
+SEC("tracepoint/syscalls/sys_enter_sendto") int empty_tpn_sys_enter_sendto(void *ctx) { return 0; }
+SEC("tracepoint/syscalls/sys_enter_recvfrom") int empty_tpn_sys_enter_recvfrom(void *ctx) { return 0; }
+SEC("tracepoint/syscalls/sys_enter_sendmsg") int empty_tpn_sys_enter_sendmsg(void *ctx) { return 0; }
+SEC("tracepoint/syscalls/sys_enter_recvmsg") int empty_tpn_sys_enter_recvmsg(void *ctx) { return 0; }
+SEC("tracepoint/syscalls/sys_enter_sendmmsg") int empty_tpn_sys_enter_sendmmsg(void *ctx) { return 0; }
+SEC("tracepoint/syscalls/sys_enter_recvmmsg") int empty_tpn_sys_enter_recvmmsg(void *ctx) { return 0; }
+
 /* block: block.bpf.c's request hooks. */
 SEC("tp_btf/block_rq_insert") int empty_block_rq_insert(void *ctx) { return 0; }
 SEC("tp_btf/block_rq_issue") int empty_block_rq_issue(void *ctx) { return 0; }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // bench-empty-hooks SET[,SET...]: attaches B0's empty programs
 // (empty_hooks.bpf.c) on the hooks of the named collectors - sched, syscall,
-// syscall-tp, block, net - says "attached N" on stdout, and holds them until SIGINT or
+// syscall-tp, syscall-tp-net, block, net - says "attached N" on stdout, and holds them until SIGINT or
 // SIGTERM. bench.py runs a workload under it beside the same workload bare
 // and traced, so each collector's cost is also stated over an empty program.
 #include <bpf/libbpf.h>
@@ -26,6 +26,7 @@ const char* set_of(const char* prog) {
   if (p.rfind("empty_sched_", 0) == 0 || p == "empty_task_rename") return "sched";
   if (p.rfind("empty_sys_", 0) == 0) return "syscall";
   if (p.rfind("empty_tp_sys_", 0) == 0) return "syscall-tp";
+  if (p.rfind("empty_tpn_sys_", 0) == 0) return "syscall-tp-net";
   if (p.rfind("empty_block_", 0) == 0) return "block";
   return "net";
 }
@@ -34,7 +35,8 @@ const char* set_of(const char* prog) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: bench-empty-hooks SET[,SET...]   (sets: sched syscall syscall-tp block net)\n");
+    std::fprintf(stderr,
+                 "usage: bench-empty-hooks SET[,SET...]   (sets: sched syscall syscall-tp syscall-tp-net block net)\n");
     return 2;
   }
   const std::string sets = std::string(",") + argv[1] + ",";

@@ -205,6 +205,9 @@ void add_trace_flags(CLI::App* app, Options& o, std::string& collectors, std::ve
   app->add_flag("--no-follow", [&o](int64_t) { o.follow_forks = false; }, "Do not follow forked children");
   app->add_flag("--no-kprobes", [&o](int64_t) { o.allow_kprobes = false; },
                 "Use the tracepoint attach tiers even where kprobes exist (for comparison)");
+  app->add_flag("--raw-syscall-hooks", [&o](int64_t) { o.syscall_events = false; },
+                "Hook syscalls with the raw sys_enter/sys_exit tracepoints even where per-syscall events exist (for "
+                "comparison: every syscall on the host then runs a program)");
   app->add_option("--btf", o.btf_path, "Kernel BTF file when /sys/kernel/btf/vmlinux is missing");
   app->add_option("--sysfs-root", o.sysfs_root,
                   "Root of sysfs for Neuron metrics and EFA counters (default /sys; tests use a fake tree)");

@@ -49,6 +49,7 @@ struct Options {
   uint32_t sample_hz = 49;               // --sample-hz: stack samples per CPU per second (0: off)
   bool follow_forks = true;
   bool allow_kprobes = true;             // --no-kprobes: tracepoint tiers only
+  bool syscall_events = true;            // --raw-syscall-hooks: false
   std::vector<std::string> runtime_libs; // --runtime-lib PATH: libnrt (or marker) to probe up front
   bool discover_libs = true;             // scan traced processes' maps for libnrt / the step marker
   std::string btf_path;                  // --btf FILE when /sys/kernel/btf/vmlinux is missing

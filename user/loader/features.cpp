@@ -54,6 +54,27 @@ bool btf_has_member_path(const struct btf* btf, const char* root, std::initializ
 
 }  // namespace
 
+// Every per-syscall event the syscall tier may attach to, with ftrace's
+// layout: the number at 8, the arguments (8 bytes each) or the return at 16.
+static bool syscall_events_usable(const std::string& tracefs) {
+  const std::vector<TpExpect> enter = {{"__syscall_nr", 8, 4}}, exit = {{"__syscall_nr", 8, 4}, {"ret", 16, 8}};
+  for (const char* call : {"ioctl", "write", "read", "readv", "writev", "sendto", "recvfrom", "sendmsg", "recvmsg",
+                           "sendmmsg", "recvmmsg"}) {
+    auto fmt = read_small_file(tracefs + "/events/syscalls/sys_enter_" + call + "/format", 64 << 10);
+    if (!fmt) return false;
+    const auto fields = parse_tp_format(*fmt);
+    if (!tp_layout_mismatch(fields, enter).empty()) return false;
+    bool arg0 = false;
+    for (const auto& fl : fields) arg0 = arg0 || (fl.offset == 16 && fl.size == 8);
+    if (!arg0) return false;
+  }
+  for (const char* call : {"ioctl", "write"}) {
+    auto fmt = read_small_file(tracefs + "/events/syscalls/sys_exit_" + call + "/format", 64 << 10);
+    if (!fmt || !tp_layout_mismatch(parse_tp_format(*fmt), exit).empty()) return false;
+  }
+  return true;
+}
+
 KernelFeatures probe_features(const std::string& btf_override) {
   KernelFeatures f;
   struct utsname u {};
@@ -119,6 +140,7 @@ KernelFeatures probe_features(const std::string& btf_override) {
       else f.neuron_tps_skipped.push_back(std::string(tp.event) + ": " + why);
     }
   }
+  if (!f.tracefs.empty()) f.syscall_tps = syscall_events_usable(f.tracefs);
   return f;
 }
 

@@ -28,6 +28,10 @@ struct KernelFeatures {
   bool tp_tcp_retransmit = false;
   bool tp_tcp_probe = false;       // tcp:tcp_probe (segments arriving: the clock bound across hosts)
   bool tp_sys_enter = false;
+  // ftrace's per-syscall events (syscalls:sys_enter_ioctl, ...) for every
+  // call the syscall tier hooks, with the layout bpf/accel_ioctl.bpf.c reads
+  // (CONFIG_FTRACE_SYSCALLS and tracefs mounted).
+  bool syscall_tps = false;
   bool tp_irq = false;             // irq:irq_handler_entry/exit and softirq_entry/exit
   bool tp_direct_reclaim = false;  // vmscan:mm_vmscan_direct_reclaim_begin/end
   bool tp_memcg_reclaim = false;   // vmscan:mm_vmscan_memcg_reclaim_begin/end (CONFIG_MEMCG)

@@ -15,14 +15,21 @@
 namespace steptrace {
 
 struct TierPlan {
-  // tp_btf sys_enter: yields (sched), accelerator ioctls when accel_kprobe is
-  // off, uverbs calls, call durations for net_tp. Every syscall on the host
-  // pays its filter, so it is off when nothing needs it.
+  // Syscall entries: accelerator ioctls when accel_kprobe is off, uverbs
+  // calls, call durations for net_tp. Every syscall on the host pays for the
+  // hook, so it is off when nothing needs it (yields are counted at the
+  // switch-out, the syscall a thread is in read from its saved registers).
   bool syscalls = false;
-  // tp_btf sys_exit as well: only the device calls emit at the exit (accel
-  // ioctls on the syscall tier, uverbs calls). The syscall a thread is in is
-  // read from its saved registers (bpf/common.bpf.h, st_task_syscall).
+  // Exits as well: only the device calls emit at the exit (accel ioctls on
+  // the syscall tier, uverbs calls).
   bool syscall_exit = false;
+  // The syscall programs are loaded (attached only as needed): a kprobe tier
+  // that fails to attach falls back to them.
+  bool syscalls_loaded = false;
+  // Per-syscall events (syscalls:sys_enter_ioctl, ...) instead of the raw
+  // tp_btf sys_enter/sys_exit: the other syscalls pay a bit test, not a
+  // program run (B14). Where tracefs has those events with ftrace's layout.
+  bool syscall_tps = false;
   bool accel_kprobe = false;  // kprobe/kretprobe ncdev_ioctl (neuron module) instead of the syscall hook
   bool net_tp = false;        // tp_btf sock_send_length/sock_recv_length (>= 6.3)
   bool net_kprobe = false;    // kprobe/kretprobe tcp_sendmsg/tcp_recvmsg (6.1)
@@ -34,6 +41,13 @@ struct TierPlan {
   bool accel_devs = false;              // --accel-dev given (kept for describe())
   bool rdma_verbs = false;              // uverbs calls decoded in the syscall hook (EFA control path)
   std::vector<AttachTier> describe(uint32_t subsystems, const KernelFeatures& f) const;
+  // The per-syscall events each program goes on ("sys_enter_ioctl", ...),
+  // given whether device calls come through the syscall hook (false when the
+  // kprobe tier holds them).
+  std::vector<std::string> syscall_enters(bool device_calls) const;
+  std::vector<std::string> syscall_exits(bool device_calls) const;
+  // "syscalls:sys_enter_ioctl/..." or "tp_btf sys_enter/sys_exit" with what it serves.
+  std::string syscall_tier(uint32_t subsystems, bool device_calls) const;
 };
 
 // allow_kprobes=false forces the tracepoint tiers (--no-kprobes, for comparison).

@@ -64,8 +64,10 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
   auto off = [](bpf_program* p) { bpf_program__set_autoload(p, false); };
   auto manual = [](bpf_program* p) { bpf_program__set_autoattach(p, false); };
   const uint32_t sub = settings_.subsystems;
-  plan_ = plan_tiers(f, sub, settings_.allow_kprobes, settings_.n_accel_devs > 0, settings_.rdma_verbs);
-  tiers_ = plan_.describe(sub, f);
+  KernelFeatures fs = f;
+  if (!settings_.syscall_events) fs.syscall_tps = false;
+  plan_ = plan_tiers(fs, sub, settings_.allow_kprobes, settings_.n_accel_devs > 0, settings_.rdma_verbs);
+  tiers_ = plan_.describe(sub, fs);
   cfg.socks_in_sk = plan_.socks_in_sk ? 1 : 0;
   if (auto st = size_maps(); !st) return st.error();
   if (!(sub & ST_SUB_SCHED)) {
@@ -74,13 +76,19 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
     off(skel_->progs.st_sched_wakeup_new);
   }
   if (!f.tp_task_rename) off(skel_->progs.st_task_rename);
-  if (!plan_.syscalls) {
+  // The syscall tier: per-syscall events where tracefs has them, else the
+  // raw hooks; loaded with the accel collector (a kprobe tier that fails to
+  // attach falls back to them) and attached by hand (attach_syscalls).
+  for (auto* p : {skel_->progs.st_sys_enter, skel_->progs.st_sys_exit, skel_->progs.st_tps_enter,
+                  skel_->progs.st_tps_exit})
+    manual(p);
+  if (!plan_.syscalls_loaded || plan_.syscall_tps) {
     off(skel_->progs.st_sys_enter);
     off(skel_->progs.st_sys_exit);
-  } else {
-    // Loaded with sys_enter (a kprobe tier that fails to attach falls back
-    // to it), attached only where a device call emits at the exit.
-    manual(skel_->progs.st_sys_exit);
+  }
+  if (!plan_.syscalls_loaded || !plan_.syscall_tps) {
+    off(skel_->progs.st_tps_enter);
+    off(skel_->progs.st_tps_exit);
   }
   // Accelerator ioctls: the kprobe on the driver's handler, else the syscall hook.
   skel_->data->st_accel_in_syscalls = plan_.accel_kprobe ? 0 : 1;
@@ -183,6 +191,41 @@ Status BpfTracer::attach() {
   return attach_optional();
 }
 
+// The syscall tier, on the calls the plan needs now (device calls only if
+// the kprobe tier does not hold them): one program per side, attached to
+// each per-syscall event, or the raw hooks. A failure here is fatal: the
+// collectors that asked for it would be blind.
+Status BpfTracer::attach_syscalls() {
+  const bool device_calls = plan_.rdma_verbs ||
+                            ((settings_.subsystems & ST_SUB_ACCEL) && skel_->data->st_accel_in_syscalls);
+  const auto enters = plan_.syscall_enters(device_calls), exits = plan_.syscall_exits(device_calls);
+  auto keep = [this](bpf_link* l, const std::string& what) -> Status {
+    if (!l) return make_error(fmt::format("cannot attach {}: {}", what, std::strerror(errno)));
+    extra_links_.push_back(l);
+    return Ok{};
+  };
+  if (plan_.syscall_tps) {
+    for (const auto& e : enters)
+      if (auto st = keep(bpf_program__attach_tracepoint(skel_->progs.st_tps_enter, "syscalls", e.c_str()),
+                         "syscalls:" + e);
+          !st)
+        return st;
+    for (const auto& e : exits)
+      if (auto st = keep(bpf_program__attach_tracepoint(skel_->progs.st_tps_exit, "syscalls", e.c_str()),
+                         "syscalls:" + e);
+          !st)
+        return st;
+  } else {
+    if (!enters.empty())
+      if (auto st = keep(bpf_program__attach(skel_->progs.st_sys_enter), "tp_btf sys_enter"); !st) return st;
+    if (!exits.empty())
+      if (auto st = keep(bpf_program__attach(skel_->progs.st_sys_exit), "tp_btf sys_exit"); !st) return st;
+  }
+  for (auto& t : tiers_)
+    if (t.collector == "syscalls") t.tier = plan_.syscall_tier(settings_.subsystems, device_calls);
+  return Ok{};
+}
+
 // The tiers that may fail on a particular node (a function not probeable, a
 // tracepoint gone with its module) are attached one by one: a failure falls
 // back to the next tier and is reported, never fatal unless nothing is left.
@@ -203,25 +246,14 @@ Status BpfTracer::attach_optional() {
     int err = link(skel_->progs.st_kp_ncdev_ioctl);
     if (!err) err = link(skel_->progs.st_kret_ncdev_ioctl);
     if (err) {
-      if (!plan_.syscalls)
-        return make_error(fmt::format("cannot attach the kprobe on ncdev_ioctl: {} (enable the sched collector to "
-                                      "fall back to the syscall hook)",
-                                      std::strerror(-err)));
       skel_->data->st_accel_in_syscalls = 1;  // the kprobe programs now return at once
-      set_tier("accel", fmt::format("tp_btf sys_enter/sys_exit, filtered to device files (kprobe ncdev_ioctl "
-                                    "failed: {})",
+      set_tier("accel", fmt::format("{}, filtered to device files (kprobe ncdev_ioctl failed: {})",
+                                    plan_.syscall_tps ? "syscalls:sys_enter/exit_ioctl" : "tp_btf sys_enter/sys_exit",
                                     std::strerror(-err)));
       log::warn("kprobe on ncdev_ioctl failed ({}): accelerator ioctls via the syscall hook", std::strerror(-err));
     }
   }
-  if (plan_.syscalls &&
-      (plan_.rdma_verbs || ((settings_.subsystems & ST_SUB_ACCEL) && skel_->data->st_accel_in_syscalls))) {
-    if (int err = link(skel_->progs.st_sys_exit); err)
-      return make_error(fmt::format("cannot attach tp_btf sys_exit: {}", std::strerror(-err)));
-    for (auto& t : tiers_)  // the kprobe tier fell back: the exit hook is on after all
-      if (t.collector == "syscalls" && t.tier.rfind("tp_btf sys_enter (", 0) == 0)
-        t.tier = "tp_btf sys_enter/sys_exit (" + t.tier.substr(std::strlen("tp_btf sys_enter ("));
-  }
+  if (auto st = attach_syscalls(); !st) return st;
   if (plan_.net_kprobe) {
     int err = 0;
     for (auto* p : {skel_->progs.st_kp_tcp_sendmsg, skel_->progs.st_kret_tcp_sendmsg,

@@ -39,6 +39,7 @@ struct TracerSettings {
   double ring_wake_fill = 0;
   std::string btf_path;            // custom BTF for CO-RE ("" = kernel's)
   bool allow_kprobes = true;       // false: tracepoint tiers only (--no-kprobes)
+  bool syscall_events = true;      // false: the raw syscall hooks even where per-syscall events exist
   // Entries of the per-process aggregation map (set_aggregate); 0: aggregation
   // is never used, the map gets one entry (it is preallocated per CPU).
   uint32_t agg_processes = 0;
@@ -107,6 +108,7 @@ class BpfTracer {
   Status load();
   Status attach();
   Status attach_optional();  // kprobe and neuron:* tiers, attached one by one (fallbacks)
+  Status attach_syscalls();  // the syscall tier, on the calls the plan needs
   std::string attach_sampler();  // per-CPU perf events for st_cpu_sample; returns the tier
 
   struct SkelDeleter {

@@ -191,6 +191,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
   ts.ring_wake_fill = o.ring_wake_pct / 100.0;  // the drain sleeps on the ring's fd (DrainWait)
   ts.btf_path = o.btf_path;
   ts.allow_kprobes = o.allow_kprobes;
+  ts.syscall_events = o.syscall_events;
   ts.max_targets = o.max_targets;
   ts.max_socks = o.max_socks;
   s->dev_files_ = DevFileSet(o.accel_devs, o.rdma_devs);
