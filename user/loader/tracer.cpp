@@ -80,15 +80,10 @@ Status BpfTracer::open_and_configure(const KernelFeatures& f) {
   // raw hooks; loaded with the accel collector (a kprobe tier that fails to
   // attach falls back to them) and attached by hand (attach_syscalls).
   for (auto* p : {skel_->progs.st_sys_enter, skel_->progs.st_sys_exit, skel_->progs.st_tps_enter,
-                  skel_->progs.st_tps_exit})
+                  skel_->progs.st_tps_exit}) {
     manual(p);
-  if (!plan_.syscalls_loaded || plan_.syscall_tps) {
-    off(skel_->progs.st_sys_enter);
-    off(skel_->progs.st_sys_exit);
-  }
-  if (!plan_.syscalls_loaded || !plan_.syscall_tps) {
-    off(skel_->progs.st_tps_enter);
-    off(skel_->progs.st_tps_exit);
+    const bool per_syscall = p == skel_->progs.st_tps_enter || p == skel_->progs.st_tps_exit;
+    if (!plan_.syscalls_loaded || per_syscall != plan_.syscall_tps) off(p);
   }
   // Accelerator ioctls: the kprobe on the driver's handler, else the syscall hook.
   skel_->data->st_accel_in_syscalls = plan_.accel_kprobe ? 0 : 1;
