@@ -242,7 +242,7 @@ TEST_CASE("faults: a job that forks, execs, is killed, reuses pids and churns th
     std::atomic<int> reuse_done{0};
   };
   auto* sh = shared_mem<Shared>();
-  constexpr int kBatches = 50, kPerBatch = 40, kOldYields = 7;
+  constexpr int kBatches = 50, kPerBatch = 40, kOldNaps = 7;
   Workload w([sh] {
     // Thread churn: 2000 short-lived threads, 40 at a time.
     for (int b = 0; b < kBatches; ++b) {
@@ -270,7 +270,7 @@ TEST_CASE("faults: a job that forks, execs, is killed, reuses pids and churns th
     pid_t c = fork();
     if (c == 0) {
       prctl(PR_SET_NAME, "st-old");
-      for (int i = 0; i < kOldYields; ++i) sched_yield();
+      for (int i = 0; i < kOldNaps; ++i) usleep(10'000);
       _exit(0);
     }
     int st;
@@ -283,7 +283,7 @@ TEST_CASE("faults: a job that forks, execs, is killed, reuses pids and churns th
     return 0;
   });
   // The unrelated process: started by this (untraced) test process with the
-  // exited child's pid (clone3 set_tid, >= 5.5), named and yielding differently.
+  // exited child's pid (clone3 set_tid, >= 5.5), named and sleeping differently.
   int reuse_pid = 0, reuse_err = 0;
   std::thread reuser([&] {
     // 2000 threads take a while under software emulation (kernel matrix): wait long.
@@ -301,8 +301,7 @@ TEST_CASE("faults: a job that forks, execs, is killed, reuses pids and churns th
     long p = syscall(SYS_clone3, &ca, sizeof(ca));
     if (p == 0) {
       prctl(PR_SET_NAME, "st-reuse");
-      for (int i = 0; i < 100; ++i) sched_yield();
-      usleep(50'000);
+      usleep(1'000'000);
       _exit(0);
     }
     if (p < 0) reuse_err = errno;
@@ -343,7 +342,9 @@ TEST_CASE("faults: a job that forks, execs, is killed, reuses pids and churns th
   }
   // The unrelated process under the same pid is not traced and not merged into the old one.
   CHECK(old->comm == "st-old");
-  CHECK(old->yields == static_cast<uint64_t>(kOldYields));
+  // Its own naps (7 x 10 ms), not the second the unrelated process slept under its pid.
+  CHECK(old->ns(ThreadState::sleeping) >= (kOldNaps - 1) * 10'000'000ull);
+  CHECK(old->ns(ThreadState::sleeping) < 600'000'000ull);
   for (const auto& [tid, t] : threads) CHECK(t.comm != "st-reuse");
 }
 

@@ -132,6 +132,19 @@ TEST_CASE("tiers: steptrace check reports the tiers a run would use", "[tiers]")
   CHECK(net);
   CHECK(accel);
   CHECK(preflight_ok(rows));
+  // the syscall tier: a warning (not a failure) where the per-syscall events are missing
+  auto syscall_row = [](const std::vector<CheckRow>& rs) {
+    for (const auto& r : rs)
+      if (r.name == "syscall tier") return r;
+    return CheckRow{};
+  };
+  CHECK(syscall_row(rows).status == CheckStatus::warn);
+  CHECK(syscall_row(rows).detail == "raw tp_btf sys_enter/sys_exit");
+  f.syscall_tps = true;
+  rows = run_preflight(f, caps, "none");
+  CHECK(syscall_row(rows).status == CheckStatus::ok);
+  CHECK(syscall_row(rows).detail.find("per-syscall events") == 0);
+  CHECK(preflight_ok(rows));
 }
 
 TEST_CASE("kallsyms: lines parse, module symbols are told apart from the kernel's", "[parsers]") {

@@ -259,6 +259,12 @@ class Bench:
         return value, report, sampler
 
     # -- B0: the same workload under empty programs on the collectors' hooks
+    def default_empty_sets(self):
+        """The hooks of the default collectors on this kernel: the syscall
+        tier is the per-syscall events where tracefs has them."""
+        return ("sched,syscall-tp,syscall-tp-net,block,net" if self.syscall_events()
+                else "sched,syscall,block,net")
+
     def with_empty(self, sets, fn):
         st = subprocess.Popen([self.empty, sets], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = st.stdout.readline()
@@ -357,15 +363,15 @@ class Bench:
             return r
 
         pairs, pairs_e = self.arms(self.a.pairs, lambda: self.run_bare("pingpong", extra), b,
-                                   lambda: self.run_empty("sched,syscall", "pingpong", extra))
+                                   lambda: self.run_empty("sched", "pingpong", extra))
         ev = median([sum(k["emitted"] for k in rep["events"].values()) / it for rep in reps])
         dropped = sum(sum(k["dropped"] for k in rep["events"].values()) for rep in reps)
         s = self.summarize(pairs, lambda r: r["cpu_ns_per_op"], ev)
         s["_pairs"] = pairs
-        # per round trip: 2 switches + 2 wakings reach the empty sched hooks, and
-        # 4 syscalls the syscall hooks (the sched collector keeps each thread's
-        # syscall in progress and its yields there): 12 hook runs
-        self.over_empty(s, pairs_e, lambda r: r["cpu_ns_per_op"], 12)
+        # per round trip: 2 switches + 2 wakings reach the empty sched hooks
+        # (the sched collector hooks no syscall: yields are counted at the
+        # switch-out, the syscall a thread blocks in read from its registers)
+        self.over_empty(s, pairs_e, lambda r: r["cpu_ns_per_op"], 4)
         s["wall"] = self.summarize(pairs, lambda r: r["ns_per_op"])
         s["dropped"] = dropped
         sw = median([rep["events"]["sched_switch"]["emitted"] / it for rep in reps])
@@ -384,7 +390,7 @@ class Bench:
             return r
 
         pairs, pairs_e = self.arms(self.a.pairs, lambda: self.run_bare("ioctl", extra), b,
-                                   lambda: self.run_empty("sched,syscall,block,net", "ioctl", extra))
+                                   lambda: self.run_empty(self.default_empty_sets(), "ioctl", extra))
         s = self.summarize(pairs, lambda r: r["cpu_ns_per_op"], 1)
         s["_pairs"] = pairs
         self.over_empty(s, pairs_e, lambda r: r["cpu_ns_per_op"], 2)  # sys_enter + sys_exit per ioctl
@@ -397,7 +403,8 @@ class Bench:
         self.results["B2-tax"] = self.nontarget("getppid", ["--iters", str(self.a.scale(1000000, 20000))], 2,
                                                 ["--accel-dev", self.accel_file])
 
-    def nontarget(self, mode, extra, hooks_per_op, st_opts=(), empty_sets="sched,syscall,block,net"):
+    def nontarget(self, mode, extra, hooks_per_op, st_opts=(), empty_sets=None):
+        empty_sets = empty_sets or self.default_empty_sets()
         idle = self.idle_target()
         try:
             def b():
@@ -631,10 +638,8 @@ class Bench:
 
     # B0 for B7: empty programs on the hooks the traced arm's collectors use
     # (the steal, sampler and uprobe hooks have no empty twin: the arm is a floor).
-    B7_EMPTY_SETS = "sched,syscall,block,net"
-
     def trainsim_empty(self, compute_ms, steps, skip=2):
-        return self.with_empty(self.B7_EMPTY_SETS, lambda: self.trainsim_bare(compute_ms, steps, skip))
+        return self.with_empty(self.default_empty_sets(), lambda: self.trainsim_bare(compute_ms, steps, skip))
 
     def b7_over_empty(self, s, pairs, pairs_e):
         """The empty arm's slowdown, and the traced arm's over it, each round
@@ -643,7 +648,7 @@ class Bench:
         e = self.summarize(pairs_e, lambda r: r["mean_step_ms"])
         s["empty"] = {k: e[k] for k in ("pairs", "b_median", "diff_median", "slowdown_median", "slowdown_ci95",
                                         "b_values")}
-        s["empty"]["sets"] = self.B7_EMPTY_SETS
+        s["empty"]["sets"] = self.default_empty_sets()
         over = [(t["mean_step_ms"] - m["mean_step_ms"]) / a["mean_step_ms"]
                 for (a, t), (_, m) in zip(pairs, pairs_e)]
         s["over_empty_median"] = median(over)

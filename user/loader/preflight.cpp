@@ -80,6 +80,10 @@ std::vector<CheckRow> run_preflight(const KernelFeatures& f, const Capabilities&
                   "per-call TCP bytes need the sock_*_length tracepoints (>= 6.3) or kprobes"});
   rows.push_back({"block tier", f.tp_block_rq ? CheckStatus::ok : CheckStatus::warn,
                   f.tp_block_rq ? "tp_btf block_rq_*" : "missing", "block tracepoints missing from BTF"});
+  rows.push_back({"syscall tier", f.syscall_tps ? CheckStatus::ok : CheckStatus::warn,
+                  f.syscall_tps ? "per-syscall events (syscalls:sys_enter_ioctl, ...)" : "raw tp_btf sys_enter/sys_exit",
+                  "without tracefs' per-syscall events (CONFIG_FTRACE_SYSCALLS) every syscall on the host runs a "
+                  "program while device or socket calls are timed"});
   rows.push_back({"accel tier", f.tp_sys_enter || plan.accel_kprobe ? CheckStatus::ok : CheckStatus::fail, accel_tier,
                   "needs BTF-enabled raw tracepoints (>= 5.5), or kprobes and the neuron module's ncdev_ioctl"});
   std::string skipped;
