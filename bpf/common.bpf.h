@@ -52,6 +52,16 @@ __u32 st_consumer_idle __weak = 0;
  */
 __u32 st_consumer_woken __weak = 0;
 
+/*
+ * Armed by the consumer after each drain when it looks for the runtime
+ * library in new program images: a target's exec then wakes it at once
+ * (one wake-up, then disarmed until the next drain), so the new image's maps
+ * are read within milliseconds of the exec instead of a drain interval later,
+ * before the job's first device call. Never armed under --all (an exec storm
+ * would wake it per drain).
+ */
+__u32 st_exec_wake __weak = 0;
+
 /* ---- maps ---- */
 
 /* All records. Sized by userspace before load (bpf_map__set_max_entries). */

@@ -259,6 +259,11 @@ int BPF_PROG(st_sched_process_exec, struct task_struct *p, pid_t old_pid, struct
 	if (!e)
 		return 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	if (st_exec_wake) {
+		st_exec_wake = 0;
+		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+		return 0;
+	}
 	st_submit(e);
 	return 0;
 }

@@ -14,6 +14,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "capture/capture_file.h"
 #include "capture/user_note.h"
@@ -185,6 +187,52 @@ TEST_CASE("containers: maps lines give the mapped file's device, inode and range
   auto other = resolve_mapped_lib("/proc", static_cast<uint32_t>(::getpid()), exe);
   CHECK(other.path.empty());
   CHECK(other.error.find("another file") != std::string::npos);
+}
+
+TEST_CASE("containers: a new image's maps are scanned at once, 20 ms later, then backing off until its runtime shows",
+          "[containers]") {
+  char tmpl[] = "/tmp/st-scanq-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  const std::string root = tmpl;
+  auto write_maps = [&](uint32_t pid, const std::string& text) {
+    fs::create_directories(root + "/" + std::to_string(pid));
+    std::ofstream(root + "/" + std::to_string(pid) + "/maps") << text;
+  };
+  const std::string nothing = "400000-401000 r-xp 00000000 fd:01 7 /usr/bin/python3.11\n";
+  write_maps(100, nothing);  // maps its runtime later
+  write_maps(200, nothing);  // never does
+  constexpr uint64_t ms = 1'000'000;
+  const uint64_t t0 = 1000 * ms;
+  LibScanQueue q;
+  CHECK(q.next_due_ns() == UINT64_MAX);
+  q.add(100, t0);
+  q.add(200, t0);
+  q.add(300, t0);  // gone before its first scan (no /proc entry)
+  CHECK(q.next_due_ns() == t0);
+  std::vector<std::pair<uint32_t, std::string>> found;
+  auto on_found = [&](uint32_t pid, const MappedLib& lib) { found.emplace_back(pid, lib.path); };
+  q.scan(t0, root, on_found);
+  CHECK(found.empty());
+  CHECK(q.next_due_ns() == t0 + 20 * ms);  // the first rescan: 20 ms after the exec's scan
+  write_maps(100, nothing + "7f0000-7f1000 r-xp 00000000 fd:01 123 /opt/aws/neuron/lib/libnrt.so.1\n");
+  q.scan(t0 + 19 * ms, root, on_found);  // not due yet: nothing read
+  CHECK(found.empty());
+  q.scan(t0 + 20 * ms, root, on_found);
+  REQUIRE(found.size() == 1);
+  CHECK(found[0] == std::make_pair(100u, std::string("/opt/aws/neuron/lib/libnrt.so.1")));
+  CHECK(q.next_due_ns() == t0 + 60 * ms);  // 200 backs off: 40 ms next
+  uint64_t now = t0 + 60 * ms, scans = 2;
+  while (!q.empty() && now < t0 + 10'000 * ms) {  // 200 is given up on 5 s after it was added
+    q.scan(now, root, on_found);
+    ++scans;
+    now = q.next_due_ns();
+  }
+  CHECK(q.empty());
+  CHECK(now == UINT64_MAX);
+  CHECK(scans >= 10);  // 20, 40, 80, 160, 320, then every 500 ms
+  CHECK(scans <= 17);
+  CHECK(found.size() == 1);
+  fs::remove_all(root);
 }
 
 namespace {

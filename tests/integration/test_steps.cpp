@@ -61,6 +61,45 @@ TEST_CASE("steps: the step marker cuts exact steps, time splits into on-CPU and 
   }
 }
 
+// A Python job imports for seconds before it loads its runtime with dlopen:
+// the maps scans that follow its exec have given up by then (5 s). Its first
+// device call sends its maps to be scanned again, and the library is probed.
+TEST_CASE("steps: a library loaded by dlopen long after exec is probed at the first device call", "[root][steps]") {
+  test::require_root();
+  char dev[] = "/tmp/st-late-dev-XXXXXX";
+  int dfd = ::mkstemp(dev);
+  REQUIRE(dfd >= 0);
+  ::close(dfd);
+  const char* script =
+      "import ctypes, fcntl, os, sys, time\n"
+      "time.sleep(6.5)\n"  // past the exec's 5 s of scans
+      "lib = ctypes.CDLL(sys.argv[1])\n"
+      "fd = os.open(sys.argv[2], os.O_RDONLY)\n"
+      "try:\n"
+      "    fcntl.ioctl(fd, 0x80084e23, bytes(8))\n"  // DMA_QUEUE_COPY_START: ENOTTY on a file, still traced
+      "except OSError:\n"
+      "    pass\n"
+      "time.sleep(1.0)\n"  // the call is drained and the maps read
+      "for i in range(9):\n"
+      "    lib.steptrace_step(ctypes.c_uint64(i))\n"
+      "    time.sleep(0.02)\n";
+  Options o;
+  o.command = CommandKind::run;
+  o.subsystems = *parse_subsystems("sched,accel,uprobe");
+  o.accel_devs = {dev};
+  o.argv = {"python3", "-c", script, MARKER_LIB, dev};
+  auto s = Session::start(o);
+  REQUIRE(s.ok());
+  REQUIRE((*s)->run_loop(nullptr).ok());
+  auto r = (*s)->finish();
+  ::unlink(dev);
+  REQUIRE(r.ok());
+  CHECK(r->job_exit_code == 0);
+  REQUIRE(r->job.ranks.size() == 1);
+  CHECK(r->job.ranks[0].source == StepSource::marker);
+  CHECK(r->job.ranks[0].steps.size() >= 7);
+}
+
 TEST_CASE("steps: a dynamically linked job's marker library is resolved before it runs", "[steps]") {
   auto libs = resolve_needed_libs(MARKER_DEMO);
   REQUIRE(libs.size() == 1);

@@ -153,6 +153,7 @@ class Daemon {
   bool add_target(uint32_t pid);
   void retry_untraced();
   void note_new_process(uint32_t pid);
+  void note_device_call(uint32_t pid);
   void note_parent(uint32_t child, uint32_t parent);
   void seed_parents();
   void scan_for_libs();
@@ -259,6 +260,7 @@ class Daemon {
   // into every new window as fork events.
   std::map<uint32_t, uint32_t> parents_;
   LibScanQueue lib_scan_;
+  std::set<uint32_t> scanned_at_device_call_;  // processes whose first device call rescanned their maps
   std::set<std::string> probed_libs_;
   std::vector<std::string> known_libs_;  // re-attached when the tracer is rebuilt
   uint64_t next_discover_ns_ = 0;

@@ -369,6 +369,11 @@ bool BpfTracer::rearm_fill_wakeup() {
   return true;
 }
 
+void BpfTracer::arm_exec_wakeup() {
+  volatile uint32_t* armed = &skel_->bss->st_exec_wake;
+  if (*armed == 0) *armed = 1;
+}
+
 void BpfTracer::set_detail(bool on) { skel_->data->st_detail = on ? 1 : 0; }
 
 void BpfTracer::set_aggregate(bool on) {

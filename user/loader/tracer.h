@@ -85,6 +85,10 @@ class BpfTracer {
   // After a drain: the next record past TracerSettings::ring_wake_fill may
   // wake the consumer again. Returns whether one did since the last call.
   bool rearm_fill_wakeup();
+  // After a drain: a target's next exec wakes the consumer at once (once;
+  // call again after each drain), so a new program image's maps are read
+  // before its first device call (bpf/common.bpf.h st_exec_wake).
+  void arm_exec_wakeup();
   void set_detail(bool on);
   void set_aggregate(bool on);
   // Every process in the aggregation map, summed over CPUs.

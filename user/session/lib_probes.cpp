@@ -50,6 +50,12 @@ void LibScanQueue::add(uint32_t pid, uint64_t now_ns) {
   pending_.emplace(pid, State{now_ns, now_ns, 20'000'000ull});
 }
 
+uint64_t LibScanQueue::next_due_ns() const {
+  uint64_t due = UINT64_MAX;
+  for (const auto& [pid, st] : pending_) due = std::min(due, st.next_scan_ns);
+  return due;
+}
+
 std::string MappedLib::key() const { return fmt::format("{:x}:{:x}:{}", dev_major, dev_minor, inode); }
 
 std::string file_key(const std::string& path) {
@@ -107,8 +113,8 @@ void LibScanQueue::scan(uint64_t now, const std::string& proc_root,
       it = pending_.erase(it);
       continue;
     }
-    st.interval_ns = std::min<uint64_t>(st.interval_ns * 2, 500'000'000ull);
     st.next_scan_ns = now + st.interval_ns;
+    st.interval_ns = std::min<uint64_t>(st.interval_ns * 2, 500'000'000ull);
     ++it;
   }
 }

@@ -57,6 +57,8 @@ class LibScanQueue {
   explicit LibScanQueue(size_t max_pending = 4096) : max_pending_(max_pending) {}
   void add(uint32_t pid, uint64_t now_ns);
   bool empty() const { return pending_.empty(); }
+  // When the next scan is due (CLOCK_MONOTONIC); UINT64_MAX when none waits.
+  uint64_t next_due_ns() const;
   void clear() { pending_.clear(); }
   // Scans the processes that are due under proc_root; found(pid, lib) for
   // each runtime or marker library mapped. Gone processes are dropped.

@@ -249,7 +249,10 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
       if (sp->symbols_) sp->symbols_->exec(h.pid);
     }
     if (h.kind == ST_EV_CPU_SAMPLE && sp->symbols_) sp->symbols_->sampled(h.pid, data, len);
+    if (h.kind == ST_EV_ACCEL_IOCTL) sp->note_device_call(h.pid);
   });
+  // Found before the job's first device call: the exec is drained at once.
+  s->exec_wake_ = (o.subsystems & ST_SUB_UPROBE) && o.discover_libs && !o.target.all;
 
   if (auto st = s->dev_files_.resolve(*s->tracer_, true); !st) return st.error();
 
@@ -352,6 +355,7 @@ Status Session::poll() {
   if (tracer_->rearm_fill_wakeup()) ++fill_wakeups_;
   drained_since_drop_check_ += *n;
   check_drops();
+  if (exec_wake_) tracer_->arm_exec_wakeup();
   last_drained_ = *n;
   pipe_.advance();
   // Records the keeper drained while a fold ran: after those of this drain

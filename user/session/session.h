@@ -135,8 +135,14 @@ class Session {
   LibScanQueue scan_;
   std::set<std::string> probed_libs_;  // by MappedLib::key() (the inode), else by path
   std::vector<std::vector<uint8_t>> pending_notes_;
-  size_t seed_count_ = 0;
-  size_t identity_reads_ = 0;  // note_identity's /proc reads so far (capped)  // processes traced from the start (attach, record -p/--cgroup, top)
+  // Processes whose first device call sent their maps to be scanned again:
+  // a runtime loaded by dlopen long after exec (a Python job imports for
+  // seconds) is found then. Bounded like the scan queue.
+  std::set<uint32_t> scanned_at_device_call_;
+  void note_device_call(uint32_t pid);
+  bool exec_wake_ = false;     // a target's exec wakes the drain (BpfTracer::arm_exec_wakeup)
+  size_t seed_count_ = 0;      // processes traced from the start (attach, record -p/--cgroup, top)
+  size_t identity_reads_ = 0;  // note_identity's /proc reads so far (capped)
   std::function<void()> ticker_;
   uint64_t last_tick_ns_ = 0;
   uint64_t next_clock_anchor_ns_ = 0;  // when poll() takes the next clock anchor (util/clock_anchor.h)

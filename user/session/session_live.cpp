@@ -103,12 +103,15 @@ void Session::sleep_before_drain() {
   if (reader_->more()) return;  // a drain cut short at its bound (a storm) goes on at once
   // The device counters keep their own clock (an attached datastore is read
   // every 10 ms): the drain interval is only the ring's.
-  const uint64_t sample_due = signals_ ? signals_->next_due_ns() : UINT64_MAX;
+  // So is the next maps scan of a new program image (20 ms after its exec,
+  // then backing off), except under --all, where every exec on the host is one.
+  const uint64_t due =
+      std::min(signals_ ? signals_->next_due_ns() : UINT64_MAX, exec_wake_ ? scan_.next_due_ns() : UINT64_MAX);
   if (!wait_) {
     uint64_t ns = static_cast<uint64_t>(opts_.drain_ms) * 1'000'000ull;
-    if (sample_due != UINT64_MAX) {
+    if (due != UINT64_MAX) {
       const uint64_t now = monotonic_ns();
-      ns = std::min(ns, sample_due > now ? sample_due - now : 0);
+      ns = std::min(ns, due > now ? due - now : 0);
     }
     std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
     return;
@@ -130,7 +133,7 @@ void Session::sleep_before_drain() {
   }
   uint64_t deadline =
       opts_.duration_s > 0 && !duration_over_ ? start_mono_ns_ + static_cast<uint64_t>(opts_.duration_s * 1e9) : 0;
-  if (sample_due != UINT64_MAX) deadline = deadline ? std::min(deadline, sample_due) : std::max<uint64_t>(sample_due, 1);
+  if (due != UINT64_MAX) deadline = deadline ? std::min(deadline, due) : std::max<uint64_t>(due, 1);
   wait_->sleep(deadline);
   tracer_->set_consumer_idle(false);
 }
