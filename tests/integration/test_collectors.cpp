@@ -145,7 +145,9 @@ TEST_CASE("sched: sched_yield calls that give the CPU away are counted, a preemp
     if (t.yields >= 1900) continue;  // the partner
     spinner_seen = true;
     CHECK(t.yields == 0);
+    CHECK(t.yield_switches == 0);
     CHECK(t.switches_in >= 50);  // it did leave the CPU (so its zero says something)
+    CHECK(t.preempted >= 50);    // each time taken from it, flagged or not
   }
   CHECK(others == 2);
   CHECK(spinner_seen);

@@ -60,6 +60,28 @@ Event wake(uint64_t ts, uint32_t wakee, uint32_t waker, const char* comm) {
 }
 }  // namespace
 
+// Left runnable with no preempt flag: its own yield when the switch-out came
+// from inside sched_yield(), else a preemption (a tick's, on the way back to
+// user space, carries no flag).
+TEST_CASE("thread table: a switch-out that leaves a thread runnable is a yield only from sched_yield", "[timeline]") {
+  Tables t;
+  t.on_event(sw(1000, 0, 1, 0, false));
+  t.on_event(sw(1500, 1, 0, 0, false, 1));  // yielded
+  t.on_event(sw(1600, 0, 1, 0, false));
+  t.on_event(sw(1900, 1, 0, 0, false, 0));  // taken at the return to user space
+  t.on_event(sw(2000, 0, 1, 0, false));
+  t.on_event(sw(2100, 1, 0, 0, true, 0));   // preempted in the kernel
+  t.on_event(sw(2200, 0, 1, 0, false));
+  t.on_event(sw(2300, 1, 0, 1, false, 0));  // went to sleep: neither
+  t.finish(3000);
+  const ThreadInfo* i = t.find(1);
+  REQUIRE(i != nullptr);
+  CHECK(i->yield_switches == 1);
+  CHECK(i->yields == 1);
+  CHECK(i->preempted == 2);
+  CHECK(i->switches_in == 4);
+}
+
 TEST_CASE("thread table: on-CPU, sleeping, runnable and preempted time add up", "[timeline]") {
   Tables t;
   t.on_event(sw(1000, 0, 1, 0, false));       // tid 1 runs at 1000

@@ -95,9 +95,13 @@ void ThreadTable::on_event(const Event& ev) {
           if (e.flags & ST_SWITCH_PREV_TARGET) {
             auto& t = get(e.hdr.pid, e.hdr.tid);
             t.yields += e.prev_yields;
+            // Left runnable: a yield gives the CPU away (prev_yields, counted at
+            // the switch-out from inside sched_yield), anything else took it,
+            // flagged or not (a tick's preemption on the way back to user
+            // space carries no preempt flag).
             if (e.prev_state == 0) {
-              if (e.flags & ST_SWITCH_PREEMPT) ++t.preempted;
-              else ++t.yield_switches;
+              if (!(e.flags & ST_SWITCH_PREEMPT) && e.prev_yields > 0) ++t.yield_switches;
+              else ++t.preempted;
             }
           }
           if (e.flags & ST_SWITCH_NEXT_TARGET) ++get(e.next_pid, e.next_tid).switches_in;

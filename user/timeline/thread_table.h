@@ -40,8 +40,8 @@ struct ThreadInfo {
   std::string comm;
   uint64_t state_ns[static_cast<int>(ThreadState::count_)] = {};
   uint64_t switches_in = 0;
-  uint64_t preempted = 0;     // involuntary switch-outs
-  uint64_t yield_switches = 0; // voluntary switch-outs while runnable (sched_yield)
+  uint64_t preempted = 0;      // switch-outs that left it runnable and were not its own yield
+  uint64_t yield_switches = 0; // switch-outs from inside sched_yield() that gave the CPU away
   uint64_t yields = 0;        // sched_yield() calls counted in kernel
   uint64_t wakeups = 0;
   std::map<uint32_t, WakerEdge> wakers;  // by waker tid
