@@ -235,6 +235,26 @@ TEST_CASE("containers: a new image's maps are scanned at once, 20 ms later, then
   fs::remove_all(root);
 }
 
+TEST_CASE("containers: a process's first device call rescans its maps once per image, and its exit forgets it",
+          "[containers]") {
+  DeviceCallRescans r(2);
+  CHECK(r.first_call(10));
+  CHECK_FALSE(r.first_call(10));  // its later calls read nothing
+  r.forget(10);                   // an exec: the new image may load its own runtime
+  CHECK(r.first_call(10));
+  CHECK(r.first_call(11));
+  CHECK_FALSE(r.first_call(12));  // full: bounded
+  r.forget(11);                   // an exit frees its place
+  CHECK(r.first_call(12));
+  CHECK(r.size() == 2);
+  st_task_exit e{};
+  e.hdr.kind = ST_EV_TASK_EXIT;
+  CHECK_FALSE(exit_ends_process(&e, sizeof(e)));  // a thread of a live process
+  e.flags = ST_EXIT_GROUP_DEAD;
+  CHECK(exit_ends_process(&e, sizeof(e)));
+  CHECK_FALSE(exit_ends_process(&e, sizeof(e) - 1));  // a short record is not read
+}
+
 namespace {
 
 // The cgroup v2 hierarchy, else a v1 one (named in the process's cgroup file either way).

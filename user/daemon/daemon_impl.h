@@ -260,7 +260,7 @@ class Daemon {
   // into every new window as fork events.
   std::map<uint32_t, uint32_t> parents_;
   LibScanQueue lib_scan_;
-  std::set<uint32_t> scanned_at_device_call_;  // processes whose first device call rescanned their maps
+  DeviceCallRescans device_call_rescans_;  // a runtime dlopened after the exec's scans
   std::set<std::string> probed_libs_;
   std::vector<std::string> known_libs_;  // re-attached when the tracer is rebuilt
   uint64_t next_discover_ns_ = 0;

@@ -135,7 +135,7 @@ void Daemon::discover() {
 
 void Daemon::note_new_process(uint32_t pid) {
   if (!(active_subsystems_ & ST_SUB_UPROBE)) return;
-  scanned_at_device_call_.erase(pid);  // a new image may load a runtime of its own
+  device_call_rescans_.forget(pid);  // a new image may load a runtime of its own
   lib_scan_.add(pid, monotonic_ns());
 }
 
@@ -143,9 +143,7 @@ void Daemon::note_new_process(uint32_t pid) {
 // imports for seconds): the process's first device call sends its maps to be
 // scanned again.
 void Daemon::note_device_call(uint32_t pid) {
-  if (!(active_subsystems_ & ST_SUB_UPROBE)) return;
-  if (scanned_at_device_call_.size() >= 4096 || !scanned_at_device_call_.insert(pid).second) return;
-  lib_scan_.add(pid, monotonic_ns());
+  if ((active_subsystems_ & ST_SUB_UPROBE) && device_call_rescans_.first_call(pid)) lib_scan_.add(pid, monotonic_ns());
 }
 
 void Daemon::attach_lib(const std::string& path) {
@@ -177,6 +175,7 @@ void Daemon::scan_for_libs() {
 void Daemon::on_raw_record(const st_event_header& h, const void* data, size_t len) {
   if (h.kind == ST_EV_TASK_EXEC) note_new_process(h.pid);
   if (h.kind == ST_EV_ACCEL_IOCTL) note_device_call(h.pid);
+  if (h.kind == ST_EV_TASK_EXIT && exit_ends_process(data, len)) device_call_rescans_.forget(h.pid);
   if (h.kind == ST_EV_TASK_NEW && len >= sizeof(st_task_new)) {
     st_task_new tn;
     std::memcpy(&tn, data, sizeof(tn));

@@ -5,10 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
+
+#include "steptrace_abi.h"
 
 namespace steptrace {
 
@@ -72,5 +76,30 @@ class LibScanQueue {
   size_t max_pending_;
   std::map<uint32_t, State> pending_;
 };
+
+// Processes whose first device call sent their maps to be scanned again: a
+// runtime loaded with dlopen after the exec's scans gave up (a Python job
+// imports for seconds) is found then. Once per process image; a process
+// that execs or exits is forgotten, so the set holds live device users.
+class DeviceCallRescans {
+ public:
+  explicit DeviceCallRescans(size_t max_pids = 4096) : max_pids_(max_pids) {}
+  // Whether this device call is the process's first (its maps are due a scan).
+  bool first_call(uint32_t pid) { return pids_.size() < max_pids_ && pids_.insert(pid).second; }
+  void forget(uint32_t pid) { pids_.erase(pid); }  // exec (a new image) or exit
+  size_t size() const { return pids_.size(); }
+
+ private:
+  size_t max_pids_;
+  std::set<uint32_t> pids_;
+};
+
+// A task-exit record (ST_EV_TASK_EXIT) of the last thread of its process.
+inline bool exit_ends_process(const void* data, size_t len) {
+  st_task_exit e;
+  if (len < sizeof(e)) return false;
+  std::memcpy(&e, data, sizeof(e));
+  return (e.flags & ST_EXIT_GROUP_DEAD) != 0;
+}
 
 }  // namespace steptrace

@@ -250,6 +250,7 @@ Result<std::unique_ptr<Session>> Session::start(const Options& o, const SysRoot&
     }
     if (h.kind == ST_EV_CPU_SAMPLE && sp->symbols_) sp->symbols_->sampled(h.pid, data, len);
     if (h.kind == ST_EV_ACCEL_IOCTL) sp->note_device_call(h.pid);
+    if (h.kind == ST_EV_TASK_EXIT && exit_ends_process(data, len)) sp->device_call_rescans_.forget(h.pid);
   });
   // Found before the job's first device call: the exec is drained at once.
   s->exec_wake_ = (o.subsystems & ST_SUB_UPROBE) && o.discover_libs && !o.target.all;

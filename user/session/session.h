@@ -135,10 +135,7 @@ class Session {
   LibScanQueue scan_;
   std::set<std::string> probed_libs_;  // by MappedLib::key() (the inode), else by path
   std::vector<std::vector<uint8_t>> pending_notes_;
-  // Processes whose first device call sent their maps to be scanned again:
-  // a runtime loaded by dlopen long after exec (a Python job imports for
-  // seconds) is found then. Bounded like the scan queue.
-  std::set<uint32_t> scanned_at_device_call_;
+  DeviceCallRescans device_call_rescans_;  // a runtime dlopened after the exec's scans
   void note_device_call(uint32_t pid);
   bool exec_wake_ = false;     // a target's exec wakes the drain (BpfTracer::arm_exec_wakeup)
   size_t seed_count_ = 0;      // processes traced from the start (attach, record -p/--cgroup, top)

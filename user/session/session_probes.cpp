@@ -17,14 +17,13 @@ namespace steptrace {
 
 void Session::note_new_process(uint32_t pid) {
   if (!(opts_.subsystems & ST_SUB_UPROBE) || !opts_.discover_libs) return;
-  scanned_at_device_call_.erase(pid);  // a new image may load a runtime of its own
+  device_call_rescans_.forget(pid);  // a new image may load a runtime of its own
   scan_.add(pid, monotonic_ns());
 }
 
 void Session::note_device_call(uint32_t pid) {
   if (!(opts_.subsystems & ST_SUB_UPROBE) || !opts_.discover_libs) return;
-  if (scanned_at_device_call_.size() >= 4096 || !scanned_at_device_call_.insert(pid).second) return;
-  scan_.add(pid, monotonic_ns());
+  if (device_call_rescans_.first_call(pid)) scan_.add(pid, monotonic_ns());
 }
 
 void Session::note_identity(uint32_t pid) {
