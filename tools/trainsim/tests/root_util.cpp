@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -75,14 +76,17 @@ int wait_exit(pid_t pid)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// Any FUSE mount trainsim left behind (the launcher's temp dirs or ours).
-std::vector<std::string> trainsim_mounts()
+// Any FUSE mount trainsim left behind (the launcher's temp dirs or ours),
+// except those in `before`: a mount an earlier, killed run left on this host
+// is not this test's.
+std::vector<std::string> trainsim_mounts(const std::vector<std::string> &before)
 {
 	std::vector<std::string> out;
 	std::istringstream mi(slurp("/proc/self/mountinfo"));
 	std::string line;
 	while (std::getline(mi, line))
-		if (line.find("trainsim") != std::string::npos && line.find("fuse") != std::string::npos)
+		if (line.find("trainsim") != std::string::npos && line.find("fuse") != std::string::npos &&
+		    std::find(before.begin(), before.end(), line) == before.end())
 			out.push_back(line);
 	return out;
 }

@@ -24,7 +24,7 @@ pid_t spawn(const std::vector<std::string> &args, const std::string &log);
 // The exit code, or 128 + the signal.
 int wait_exit(pid_t pid);
 // Any FUSE mount trainsim left behind (the launcher's temp dirs or ours).
-std::vector<std::string> trainsim_mounts();
+std::vector<std::string> trainsim_mounts(const std::vector<std::string> &before = {});
 
 // trainsim-device on a temp dir, stopped (and unmounted) at scope exit.
 struct Daemon {

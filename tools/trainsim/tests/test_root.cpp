@@ -95,6 +95,7 @@ TEST_CASE("FUSE device: real ioctls with the Neuron command values", "[root][dev
 {
 	if (!can_fuse())
 		return;
+	const auto before = trainsim_mounts();
 	{
 		Daemon d(1, 1.0);
 		struct stat st, tmp;
@@ -140,9 +141,9 @@ TEST_CASE("FUSE device: real ioctls with the Neuron command values", "[root][dev
 		CHECK(ioctl(fd, NEURON_CMD_MEM_FREE, &f) == -1);
 		CHECK(errno == EINVAL);
 		close(fd);
-		CHECK_FALSE(trainsim_mounts().empty());
+		CHECK_FALSE(trainsim_mounts(before).empty());
 	}
-	CHECK(trainsim_mounts().empty()); // SIGTERM unmounted it
+	CHECK(trainsim_mounts(before).empty()); // SIGTERM unmounted it
 }
 
 TEST_CASE("libnrt.so.1 over the FUSE device: busy-polled nrt_execute", "[root][nrt]")
@@ -344,6 +345,7 @@ TEST_CASE("SIGINT stops the job and leaves no mount behind", "[root][cleanup]")
 {
 	if (!can_fuse())
 		return;
+	const auto before = trainsim_mounts();
 	std::string dev = temp_dir("trainsim-test-devdir-");
 	std::string log = dev + ".log";
 	pid_t pid = spawn({kBin + "/trainsim", "--steps", "100000", "--dev-dir", dev}, log);
@@ -358,7 +360,7 @@ TEST_CASE("SIGINT stops the job and leaves no mount behind", "[root][cleanup]")
 	INFO(out);
 	CHECK(code == 130);
 	CHECK_FALSE(trainsim::is_mount_point(dev));
-	CHECK(trainsim_mounts().empty());
+	CHECK(trainsim_mounts(before).empty());
 	CHECK_THAT(out, Catch::Contains(dev + "/neuron0"));
 	rmdir(dev.c_str());
 	unlink(log.c_str());
@@ -368,10 +370,11 @@ TEST_CASE("bad knobs fail before anything is mounted", "[root][cleanup]")
 {
 	if (!can_fuse())
 		return;
+	const auto before = trainsim_mounts();
 	std::string log = "/tmp/trainsim-test-bad.log";
 	int code = wait_exit(spawn({kBin + "/trainsim", "--sample-bytes", "1000"}, log));
 	CHECK(code == 2);
 	CHECK_THAT(slurp(log), Catch::Contains("multiple of 4096"));
 	unlink(log.c_str());
-	CHECK(trainsim_mounts().empty());
+	CHECK(trainsim_mounts(before).empty());
 }
