@@ -13,6 +13,8 @@
 #include "pipeline/analysis.h"
 #include "attribution/interval_painter.h"
 #include "export/report_stats.h"
+#include "capture/capture_file.h"
+#include "pipeline/pipeline.h"
 #include "pipeline/replay.h"
 #include "support/shell.h"
 
@@ -127,6 +129,57 @@ TEST_CASE("windows: a long capture folded every second gives the whole session's
   }
   // What stays in memory: one window of timeline, not the session.
   CHECK(folded->analysis.timeline.entries() * 5 < whole->analysis.timeline.entries());
+}
+
+TEST_CASE("windows: the steps-only peek (the hang probe) finds the ranks and steps a whole peek does, folded ones included",
+          "[windows]") {
+  const std::string cap = long_capture(10);  // ~8 s of a 2-rank job
+  Pipeline pipe;
+  pipe.set_windows(every(1.0));
+  uint64_t next = 0;
+  size_t peeks = 0, steps_compared = 0;
+  auto c = read_capture(cap, [&](const void* d, size_t n) {
+    pipe.push(d, n);
+    pipe.advance();
+    const uint64_t now = pipe.newest_ts();
+    if (!now || now < next) return;
+    const bool first = next == 0;
+    next = now + 700 * kMs;
+    if (first) return;
+    const JobAnalysis whole = pipe.analysis().peek(now, DropStats{}, nullptr);
+    const JobAnalysis steps = pipe.analysis().peek_steps(now);
+    ++peeks;
+    INFO("peek " << peeks);
+    CHECK(steps.skipped_warmup_steps == whole.skipped_warmup_steps);
+    REQUIRE(steps.ranks.size() == whole.ranks.size());
+    for (size_t i = 0; i < whole.ranks.size(); ++i) {
+      const RankResult& x = whole.ranks[i];
+      const RankResult& y = steps.ranks[i];
+      INFO("rank " << i);
+      CHECK(y.pid == x.pid);
+      CHECK(y.rank == x.rank);
+      CHECK(y.main_tid == x.main_tid);
+      CHECK(y.steps_total == x.steps_total);
+      REQUIRE(y.steps.size() == x.steps.size());
+      for (size_t k = 0; k < x.steps.size(); ++k) {
+        CHECK(y.steps[k].index == x.steps[k].index);
+        CHECK(y.steps[k].start_ns == x.steps[k].start_ns);
+        CHECK(y.steps[k].end_ns == x.steps[k].end_ns);
+      }
+      steps_compared += x.steps.size();
+      // Nothing attributed in the window (a fold keeps each rank's last two
+      // steps in it): those carry no shares; the folded ones keep theirs.
+      if (!y.steps.empty()) {
+        CHECK(y.steps.back().ns == CategoryNs{});
+        CHECK(x.steps.back().ns != CategoryNs{});
+      }
+    }
+  });
+  std::remove(cap.c_str());
+  REQUIRE(c.ok());
+  CHECK(peeks >= 8);
+  CHECK(steps_compared >= 1000);
+  CHECK(pipe.window_stats().folds >= 4);  // later peeks joined folded steps
 }
 
 TEST_CASE("windows: what a folded session holds does not grow with its length", "[windows]") {

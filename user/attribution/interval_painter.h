@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attribution/categories.h"
+#include "util/sort_runs.h"
 
 namespace steptrace {
 
@@ -42,7 +43,7 @@ inline Painted paint_window_under(uint64_t ws, uint64_t we, const std::vector<Pa
     cuts.push_back(std::max(p.start, ws));
     cuts.push_back(std::min(p.end, we));
   }
-  std::sort(cuts.begin(), cuts.end());
+  sort_runs(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   // A sweep over the pieces: the paints that have begun wait in a queue by
   // priority (then earliest start); one that has ended leaves when it comes
@@ -52,7 +53,7 @@ inline Painted paint_window_under(uint64_t ws, uint64_t we, const std::vector<Pa
   std::vector<const Paint*> live;
   for (const auto& p : paints)
     if (p.end > ws && p.start < we && p.end > p.start) live.push_back(&p);
-  std::sort(live.begin(), live.end(), [](const Paint* a, const Paint* b) { return a->start < b->start; });
+  sort_runs(live.begin(), live.end(), [](const Paint* a, const Paint* b) { return a->start < b->start; });
   auto lower = [](const Paint* x, const Paint* y) {
     if (x->priority != y->priority) return x->priority < y->priority;
     return x->start > y->start;

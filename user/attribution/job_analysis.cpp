@@ -113,6 +113,10 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
     }
     ranks.push_back(start_rank(s, first_index));
   }
+  if (opt.steps_only) {
+    for (auto& r : ranks) job.ranks.push_back(std::move(r.res));
+    return job;
+  }
 
   std::vector<RankPaints> paints;
   for (auto& r : ranks) {

@@ -161,6 +161,9 @@ struct AnalysisOptions {
   std::map<uint32_t, ResumePoint> resume;  // by rank pid
   uint64_t others_from_ns = 0;  // work of processes that are not ranks was counted up to here
   const SampleStore* samples = nullptr;  // on-CPU stack samples, sorted by time (profile/cpu_samples.h)
+  // The steps stage alone: each rank and its step windows, nothing attributed
+  // and no verdict (the hang watch's probe needs only where steps end).
+  bool steps_only = false;
 };
 
 JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, const DropStats& drops,

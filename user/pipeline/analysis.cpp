@@ -36,6 +36,15 @@ JobAnalysis Analysis::peek(uint64_t end_ns, const DropStats& drops, const signal
   return analyse_closed(th, drops, signals);
 }
 
+JobAnalysis Analysis::peek_steps(uint64_t end_ns) {
+  ThreadTable th = threads;
+  const TimelineStore::FinishedView view(timeline, end_ns, &th);
+  AnalysisOptions opt = ledger.resume({});
+  opt.steps_only = true;
+  JobAnalysis ja = analyze_job(timeline, th, DropStats{}, opt);
+  return ledger.empty() ? ja : ledger.merge(std::move(ja));
+}
+
 AnalysisOptions Analysis::window_options(const signals::SignalsData* signals) {
   AnalysisOptions opt = ledger.resume({});
   opt.device_signals = signals;

@@ -94,6 +94,11 @@ struct Analysis {
   // is analysed in place (TimelineStore::FinishedView), the thread totals on
   // a copy, and nothing changes. `signals`: the device signals to join (or none).
   JobAnalysis peek(uint64_t end_ns, const DropStats& drops, const signals::SignalsData* signals);
+  // The same, the steps stage alone (AnalysisOptions::steps_only): the ranks
+  // and their steps, folded ones included, nothing attributed. What the hang
+  // watch probes with every few seconds: a whole analysis there was a third
+  // of a busy session's CPU (issue 19).
+  JobAnalysis peek_steps(uint64_t end_ns);
   // A long session: analyse the window in place, fold the steps that are
   // over at now_ns into the ledger, and forget the timeline before them.
   // Returns the time before which the timeline was forgotten (0: nothing

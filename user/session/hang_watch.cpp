@@ -140,7 +140,7 @@ ProcThreadNow parse_proc_thread(const std::string& stat, const std::string& sysc
 double HangWatch::threshold_s() const { return std::max(opt_.floor_s, opt_.factor * p99_s_); }
 
 void HangWatch::probe(uint64_t now_ns, Analysis& live) {
-  observe(live.peek(now_ns, DropStats{}, nullptr));
+  observe(live.peek_steps(now_ns));
 }
 
 void HangWatch::observe(const JobAnalysis& ja) {

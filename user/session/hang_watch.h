@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Hangs: a job whose steps stop ending. Checked about once a second from the
-// drain loop. While steps end, the live analysis is probed (analysed on a
-// copy) at most once per threshold, to learn the last step end and the step
-// p99; when no step has ended for max(floor, factor x p99), each rank's main
-// thread is looked at in /proc (state, syscall and its fd, kernel stack) and
-// in the trace (blocked since, last waker, a device execution in flight) to
-// say which ranks wait inside the collective and what the others are doing.
+// drain loop. While steps end, the live analysis is probed (its steps found
+// on a copy, nothing attributed) at most once per threshold, to learn the
+// last step end and the step p99; when no step has ended for max(floor,
+// factor x p99), each rank's main thread is looked at in /proc (state,
+// syscall and its fd, kernel stack) and in the trace (blocked since, last
+// waker, a device execution in flight) to say which ranks wait inside the
+// collective and what the others are doing.
 #pragma once
 
 #include <cstdint>
