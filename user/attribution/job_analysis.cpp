@@ -127,8 +127,16 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
       rp->rank = r.steps;
     }
     for (auto& st : r.res.steps) {
-      attribute_step(*r.steps, typical_device_ns, st, rp ? &rp->paints.emplace_back() : nullptr);
-      if (rp) rp->steps.emplace_back(st.start_ns, st.end_ns);
+      // A step's paints are kept only where a sample of the main thread
+      // needs them (classify_samples): at 49 Hz most steps of a busy rank
+      // have none, and keeping every step's doubled what a fold allocates.
+      std::vector<Paint>* keep = nullptr;
+      if (rp) {
+        keep = &rp->paints.emplace_back();
+        rp->steps.emplace_back(st.start_ns, st.end_ns);
+        if (!has_sample_of(*opt.samples, r.res.main_tid, st.start_ns, st.end_ns)) keep = nullptr;
+      }
+      attribute_step(*r.steps, typical_device_ns, st, keep);
     }
     // NUMA placement: the device's node from the session's sysfs (none in a replay).
     static const signals::NumaTopology kNoTopology;

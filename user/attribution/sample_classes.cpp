@@ -93,6 +93,14 @@ ProfiledSample classify_other(const CpuSample& s, const std::vector<RankPaints>&
 
 }  // namespace
 
+bool has_sample_of(const SampleStore& store, uint32_t tid, uint64_t from, uint64_t to) {
+  const auto& v = store.samples();
+  auto it = std::partition_point(v.begin(), v.end(), [from](const CpuSample& s) { return s.ts < from; });
+  for (; it != v.end() && it->ts < to; ++it)
+    if (it->tid == tid) return true;
+  return false;
+}
+
 std::vector<ProfiledSample> classify_samples(const SampleStore& store, const std::vector<RankPaints>& ranks) {
   const auto& v = store.samples();
   std::vector<ProfiledSample> out(v.size());

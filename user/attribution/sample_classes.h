@@ -51,8 +51,11 @@ Category category_at(const std::vector<Paint>& paints, uint64_t ts, Category fal
 struct RankPaints {
   const steps::RankSteps* rank = nullptr;
   std::vector<std::pair<uint64_t, uint64_t>> steps;  // [start, end) per step
-  std::vector<std::vector<Paint>> paints;           // per step
+  std::vector<std::vector<Paint>> paints;           // per step (empty where no sample of the main thread falls)
 };
 std::vector<ProfiledSample> classify_samples(const SampleStore& store, const std::vector<RankPaints>& ranks);
+// Whether `store` (sorted by time) has a sample of thread `tid` in [from, to):
+// the steps whose paints classify_samples reads (the others' may be left empty).
+bool has_sample_of(const SampleStore& store, uint32_t tid, uint64_t from, uint64_t to);
 
 }  // namespace steptrace

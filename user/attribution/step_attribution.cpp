@@ -2,6 +2,7 @@
 #include "attribution/step_attribution.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "attribution/interval_painter.h"
 #include "decode/neuron_cmd.h"
@@ -166,28 +167,51 @@ namespace {
 // the wait during which the device finished: the last runnable stretch
 // before the poller noticed completion - from the device's estimated
 // finish (kick end + typical device time) when known, else all of it.
+// What paint_runnable asks of one execution, found once per step: a
+// busy-polling rank has hundreds of runnable stretches in one execution, and
+// looking forward from each for a later one was quadratic (issue 19).
+struct ExecNotice {
+  bool known = false;
+  uint64_t last_kick_end = 0, notice = 0;
+  bool runnable_before_notice = false;
+  uint64_t last_runnable_start = 0;  // the last runnable stretch that starts after a and ends by notice
+};
+
+const ExecNotice& exec_notice(const ThreadTimeline& t, uint64_t a, uint64_t b, ExecNotice& en) {
+  if (en.known) return en;
+  en.known = true;
+  std::tie(en.last_kick_end, en.notice) = kick_end_and_notice(t, a, b);
+  // Segments are contiguous: those before the first that ends after notice end by it.
+  for (auto it = segs_ending_after(t, en.notice); it != t.segs.begin();) {
+    --it;
+    if (it->start <= a) break;
+    if (it->state == ThreadState::runnable) {
+      en.runnable_before_notice = true;
+      en.last_runnable_start = it->start;
+      break;
+    }
+  }
+  return en;
+}
+
 void paint_runnable(const ThreadTimeline& t, const StateSeg& g, const std::vector<std::pair<uint64_t, uint64_t>>& exec,
-                    uint64_t typical_device_ns, std::vector<Paint>& paints) {
+                    std::vector<ExecNotice>& notices, uint64_t typical_device_ns, std::vector<Paint>& paints) {
   constexpr int kPrio = 10;
-  for (const auto& [a, b] : exec) {
+  for (size_t k = 0; k < exec.size(); ++k) {
+    const auto [a, b] = exec[k];
     if (g.end <= a || g.start >= b) continue;
     if (g.start < a) paints.push_back({g.start, a, kPrio, Category::cpu_contention, false, g.throttled});
     if (g.end > b) paints.push_back({b, g.end, kPrio, Category::cpu_contention, false, g.throttled});
     uint64_t is = std::max(g.start, a), ie = std::min(g.end, b);
-    auto [last_kick_end, notice] = kick_end_and_notice(t, a, b);
+    const ExecNotice& en = exec_notice(t, a, b, notices[k]);
+    const uint64_t last_kick_end = en.last_kick_end, notice = en.notice;
     bool completion_wait = false;
     if (is >= notice) {
       completion_wait = true;
     } else if (ie <= notice) {
-      completion_wait = true;  // unless a later runnable stretch also ends before `notice`
-      for (auto it = segs_starting_from(t, g.start + 1); it != t.segs.end(); ++it) {
-        const auto& h = *it;
-        if (h.end > notice) break;
-        if (h.state == ThreadState::runnable) {
-          completion_wait = false;
-          break;
-        }
-      }
+      // Unless a later runnable stretch also ends before `notice` (one after
+      // g starts after a: g overlaps the execution).
+      completion_wait = !(en.runnable_before_notice && en.last_runnable_start > g.start);
     }
     if (completion_wait) {
       uint64_t from = is;
@@ -341,12 +365,13 @@ Exec paint_segments(const steps::RankSteps& r, const Exec& exec, uint64_t typica
   const auto& t = *r.main;
   const uint64_t ws = st.start_ns, we = st.end_ns;
   Exec data_waits;
+  std::vector<ExecNotice> notices(exec.size());
   for (auto it = segs_ending_after(t, ws); it != t.segs.end(); ++it) {
     const auto& g = *it;
     if (g.start >= we) break;
     switch (g.state) {
       case ThreadState::running: paints.push_back({g.start, g.end, 2, Category::host_overhead}); break;
-      case ThreadState::runnable: paint_runnable(t, g, exec, typical_device_ns, paints); break;
+      case ThreadState::runnable: paint_runnable(t, g, exec, notices, typical_device_ns, paints); break;
       case ThreadState::sleeping:
       case ThreadState::disk_wait: {
         WaitedFor w = waker_class(r, g);
