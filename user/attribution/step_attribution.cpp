@@ -160,13 +160,6 @@ uint64_t estimate_device_ns(const ThreadTimeline& t, const std::vector<steps::An
 
 namespace {
 
-// Runnable-but-not-running time is CPU contention, except while the runtime
-// busy-polls for the device inside nrt_execute: there the device is working
-// anyway and the wait does not lengthen the step. Exceptions inside the
-// execution: waits inside its ioctls (submission and acknowledgement), and
-// the wait during which the device finished: the last runnable stretch
-// before the poller noticed completion - from the device's estimated
-// finish (kick end + typical device time) when known, else all of it.
 // What paint_runnable asks of one execution, found once per step: a
 // busy-polling rank has hundreds of runnable stretches in one execution, and
 // looking forward from each for a later one was quadratic (issue 19).
@@ -194,6 +187,13 @@ const ExecNotice& exec_notice(const ThreadTimeline& t, uint64_t a, uint64_t b, E
   return en;
 }
 
+// Runnable-but-not-running time is CPU contention, except while the runtime
+// busy-polls for the device inside nrt_execute: there the device is working
+// anyway and the wait does not lengthen the step. Exceptions inside the
+// execution: waits inside its ioctls (submission and acknowledgement), and
+// the wait during which the device finished: the last runnable stretch
+// before the poller noticed completion - from the device's estimated
+// finish (kick end + typical device time) when known, else all of it.
 void paint_runnable(const ThreadTimeline& t, const StateSeg& g, const std::vector<std::pair<uint64_t, uint64_t>>& exec,
                     std::vector<ExecNotice>& notices, uint64_t typical_device_ns, std::vector<Paint>& paints) {
   constexpr int kPrio = 10;
