@@ -19,7 +19,7 @@ holds the broadcast of the rebuilt buckets in the second iteration; spans
 merged).
 
 usage: ddp_train.py --out DIR [--steps N] [--workers W] [--batch B] [--hidden H]
-                    [--slow-rank R [--slow-ms M]]
+                    [--slow-rank R [--slow-ms M]] [--decode-ms D]
 """
 import argparse
 import json
@@ -42,9 +42,10 @@ FEATURES = 1024
 class FileDataset(Dataset):
     """Reads one file per sample (like an image folder) and decodes it."""
 
-    def __init__(self, root, n, slow_s=0.0):
+    def __init__(self, root, n, slow_s=0.0, decode_s=0.0):
         self.paths = [os.path.join(root, f"sample{i:05d}.bin") for i in range(n)]
         self.slow_s = slow_s  # each read takes this much longer: slow storage
+        self.decode_s = decode_s  # each sample costs this much more CPU to decode
 
     def __len__(self):
         return len(self.paths)
@@ -55,6 +56,12 @@ class FileDataset(Dataset):
         if self.slow_s:
             time.sleep(self.slow_s)
         x = torch.frombuffer(bytearray(raw[: FEATURES * 4]), dtype=torch.float32).clone()
+        # Decoding (a JPEG, say) in Python: CPU time, measured on the
+        # worker's own clock so a busy host lengthens it but never shortens it.
+        if self.decode_s:
+            until = time.thread_time() + self.decode_s
+            while time.thread_time() < until:
+                pass
         x = torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0).clamp(-1, 1)
         return x, i % 10
 
@@ -105,7 +112,12 @@ def run_rank(rank, world, port, args):
 
     model._run_ddp_forward = timed_forward
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    data = FileDataset(args.data, args.steps * args.batch, args.slow_ms / 1e3 if rank == args.slow_rank else 0.0)
+    data = FileDataset(
+        args.data,
+        args.steps * args.batch,
+        args.slow_ms / 1e3 if rank == args.slow_rank else 0.0,
+        args.decode_ms / 1e3,
+    )
     loader = DataLoader(data, batch_size=args.batch, num_workers=args.workers, shuffle=False)
     steps = []
     it = iter(loader)
@@ -188,6 +200,7 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--slow-rank", type=int, default=-1, help="this rank's storage is slow (a planted straggler)")
     ap.add_argument("--slow-ms", type=float, default=20, help="extra time per sample read on --slow-rank")
+    ap.add_argument("--decode-ms", type=float, default=0, help="CPU time each sample's decode costs its worker")
     ap.add_argument("--hidden", type=int, default=1024, help="width of the hidden layers (gradient bytes ~ 4*h*(1034+h))")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ddp-data.") as d:
