@@ -372,6 +372,33 @@ TEST_CASE("symbols: kernel modules, the end of the kernel image and kptr_restric
   }
 }
 
+// The table is read in 64 KiB pieces: lines that straddle a piece, a last line
+// with no newline, and modules interned by name.
+TEST_CASE("symbols: a large kallsyms read in pieces keeps every text symbol and its module", "[symbols]") {
+  std::string text;
+  const int n = 20000;  // ~900 KiB: 14 pieces, most of them ending mid-line
+  for (int i = 0; i < n; ++i) {
+    char line[96];
+    const char* mod = i % 3 == 0 ? "" : (i % 3 == 1 ? "\t[neuron]" : "\t[efa]");
+    std::snprintf(line, sizeof(line), "%016llx %c fn_%d_%s%s\n",
+                  static_cast<unsigned long long>(0xffffffff81000000ull + 0x100ull * static_cast<unsigned>(i)),
+                  i % 2 ? 't' : 'T', i, std::string(static_cast<size_t>(i % 17), 'x').c_str(), mod);
+    text += line;
+  }
+  text += "ffffffff90000000 T last_without_newline";
+  FakeProc proc("", text);
+  Symbolizer sym{SysRoot(proc.root)};
+  int right = 0;
+  for (int i = 0; i < n; ++i) {
+    Frame f = sym.resolve_kernel(0xffffffff81000000ull + 0x100ull * static_cast<unsigned>(i) + 7);
+    const std::string want = "fn_" + std::to_string(i) + "_" + std::string(static_cast<size_t>(i % 17), 'x');
+    const char* mod = i % 3 == 0 ? "[kernel]" : (i % 3 == 1 ? "neuron" : "efa");
+    if (f.function == want && f.module == mod && f.offset == 7) ++right;
+  }
+  CHECK(right == n);
+  CHECK(sym.resolve_kernel(0xffffffff90000000ull).function == "last_without_newline");
+}
+
 TEST_CASE("symbols: Frame display", "[symbols]") {
   CHECK(Frame{"main", "app", 12}.display() == "main");
   CHECK(Frame{"", "libc.so.6", 0x1a2b}.display() == "libc.so.6+0x1a2b");

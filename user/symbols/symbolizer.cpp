@@ -206,33 +206,91 @@ Frame Symbolizer::resolve_user(uint32_t pid, uint64_t ip) const {
 
 // Text symbols (t, T, w, W) by address, one per address. With kptr_restrict
 // every address reads 0: none is kept and every kernel frame is "[unknown]".
+// Read in pieces and parsed line by line: only the kept names are held, never
+// the whole text (5-15 MiB).
 void Symbolizer::load_kallsyms() const {
   kallsyms_loaded_ = true;
-  auto text = read_small_file(root_.proc() + "/kallsyms", kKallsymsLimit);
-  if (!text) return;
-  kallsyms_text_ = std::make_unique<const std::string>(std::move(*text));
-  std::string_view all = *kallsyms_text_;
-  std::vector<std::pair<KernelSym, char>> syms;
-  while (!all.empty()) {
-    size_t nl = all.find('\n');
-    std::string_view line = all.substr(0, nl);
-    all = nl == std::string_view::npos ? std::string_view{} : all.substr(nl + 1);
+  ksyms_.clear();
+  ksym_names_.clear();
+  ksym_modules_.assign(1, std::string());
+  kernel_last_ = 0;
+  const int fd = ::open((root_.proc() + "/kallsyms").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  struct Parsed {
+    KernelSym sym;
+    char type;
+  };
+  std::vector<Parsed> syms;
+  std::string names;  // grows while parsing; views into it are taken after
+  auto module_index = [&](std::string_view m) -> uint16_t {
+    if (m.empty()) return 0;
+    for (size_t i = 1; i < ksym_modules_.size(); ++i)
+      if (ksym_modules_[i] == m) return static_cast<uint16_t>(i);
+    if (ksym_modules_.size() > UINT16_MAX) return 0;  // cannot happen: a host has hundreds
+    ksym_modules_.emplace_back(m);
+    return static_cast<uint16_t>(ksym_modules_.size() - 1);
+  };
+  auto take_line = [&](std::string_view line) {
     auto e = parse_kallsyms_line(line);
-    if (!e || (e->type != 't' && e->type != 'T' && e->type != 'w' && e->type != 'W')) continue;
+    if (!e || (e->type != 't' && e->type != 'T' && e->type != 'w' && e->type != 'W')) return;
+    if (e->name.size() > UINT16_MAX || names.size() + e->name.size() > UINT32_MAX) return;
     uint64_t addr = 0;
     auto [p, ec] = std::from_chars(line.data(), line.data() + line.find(' '), addr, 16);
-    if (ec != std::errc() || addr == 0) continue;
-    syms.push_back({KernelSym{addr, e->name, e->module}, e->type});
-  }
-  auto key = [](const std::pair<KernelSym, char>& s) {
-    return std::make_tuple(s.first.addr, leading_underscores(s.first.name), kallsyms_rank(s.second), s.first.name);
+    if (ec != std::errc() || addr == 0) return;
+    syms.push_back({KernelSym{addr, static_cast<uint32_t>(names.size()), static_cast<uint16_t>(e->name.size()),
+                              module_index(e->module)},
+                    e->type});
+    names.append(e->name);
   };
-  std::sort(syms.begin(), syms.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
-  ksyms_.clear();
-  for (const auto& [s, type] : syms) {
-    if (!ksyms_.empty() && ksyms_.back().addr == s.addr) continue;
-    ksyms_.push_back(s);
-    if (s.module.empty()) kernel_last_ = ksyms_.size();
+  std::string carry;  // a line split across two reads
+  char buf[64 * 1024];
+  size_t total = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    total += static_cast<size_t>(n);
+    std::string_view piece(buf, static_cast<size_t>(n));
+    while (!piece.empty()) {
+      const size_t nl = piece.find('\n');
+      if (nl == std::string_view::npos) {
+        carry.append(piece);
+        break;
+      }
+      if (carry.empty()) {
+        take_line(piece.substr(0, nl));
+      } else {
+        carry.append(piece.substr(0, nl));
+        take_line(carry);
+        carry.clear();
+      }
+      piece.remove_prefix(nl + 1);
+    }
+    if (total >= kKallsymsLimit) break;
+  }
+  ::close(fd);
+  if (!carry.empty()) take_line(carry);
+  auto name_of = [&](const KernelSym& k) { return std::string_view(names).substr(k.name_at, k.name_len); };
+  auto key = [&](const Parsed& s) {
+    return std::make_tuple(s.sym.addr, leading_underscores(name_of(s.sym)), kallsyms_rank(s.type), name_of(s.sym));
+  };
+  std::sort(syms.begin(), syms.end(), [&](const Parsed& a, const Parsed& b) { return key(a) < key(b); });
+  // One per address; the kept names copied into a table of exactly their size.
+  size_t kept = 0, kept_bytes = 0;
+  for (size_t i = 0; i < syms.size(); ++i)
+    if (i == 0 || syms[i].sym.addr != syms[i - 1].sym.addr) {
+      ++kept;
+      kept_bytes += syms[i].sym.name_len;
+    }
+  ksyms_.reserve(kept);
+  ksym_names_.reserve(kept_bytes);
+  for (size_t i = 0; i < syms.size(); ++i) {
+    if (i != 0 && syms[i].sym.addr == syms[i - 1].sym.addr) continue;
+    KernelSym k = syms[i].sym;
+    const std::string_view name = name_of(k);
+    k.name_at = static_cast<uint32_t>(ksym_names_.size());
+    ksym_names_.append(name);
+    ksyms_.push_back(k);
+    if (k.module == 0) kernel_last_ = ksyms_.size();
   }
 }
 
@@ -244,10 +302,10 @@ Frame Symbolizer::resolve_kernel(uint64_t ip) const {
   if (it == ksyms_.begin()) return f;
   --it;
   // Past the kernel image's last symbol and before any module's: no function.
-  bool last_of_image = it->module.empty() && static_cast<size_t>(it - ksyms_.begin()) + 1 == kernel_last_;
+  bool last_of_image = it->module == 0 && static_cast<size_t>(it - ksyms_.begin()) + 1 == kernel_last_;
   if (last_of_image && ip > it->addr) return f;
-  f.function = std::string(it->name);
-  f.module = it->module.empty() ? "[kernel]" : std::string(it->module);
+  f.function = std::string(ksym_name(*it));
+  f.module = it->module == 0 ? "[kernel]" : ksym_modules_[it->module];
   f.offset = ip - it->addr;
   return f;
 }

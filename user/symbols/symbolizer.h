@@ -80,11 +80,15 @@ class Symbolizer {
     std::shared_ptr<const ElfSymbols> elf;  // null when unreadable (or not loaded yet)
     std::string identity;                   // the file's, while its symbols wait in pending_
   };
+  // 16 bytes a symbol: a host's kallsyms has 100-250 k text symbols, kept
+  // for the whole session (the text and 40-byte entries were ~16 MiB).
   struct KernelSym {
     uint64_t addr = 0;
-    std::string_view name;    // into *kallsyms_text_
-    std::string_view module;  // "" for the kernel image
+    uint32_t name_at = 0;  // into ksym_names_
+    uint16_t name_len = 0;
+    uint16_t module = 0;  // into ksym_modules_; 0 is the kernel image ("")
   };
+  std::string_view ksym_name(const KernelSym& s) const { return std::string_view(ksym_names_).substr(s.name_at, s.name_len); }
 
   std::shared_ptr<const ElfSymbols> load_file(uint32_t pid, const MapEntry& m, std::string* pending_identity);
   std::shared_ptr<const ElfSymbols> load_vdso(uint32_t pid, const MapEntry& m);
@@ -101,8 +105,9 @@ class Symbolizer {
   std::map<std::string, int> pending_;  // file identity -> an open descriptor, symbols not read yet
 
   mutable bool kallsyms_loaded_ = false;
-  mutable std::unique_ptr<const std::string> kallsyms_text_;  // stable under moves
-  mutable std::vector<KernelSym> ksyms_;  // text symbols by address, one per address
+  mutable std::string ksym_names_;                // the kept symbols' names, back to back
+  mutable std::vector<std::string> ksym_modules_;  // [0] = "" (the kernel image)
+  mutable std::vector<KernelSym> ksyms_;           // text symbols by address, one per address
   mutable size_t kernel_last_ = 0;        // one past the last kernel-image symbol in ksyms_
 };
 
