@@ -84,17 +84,11 @@ st_net_xfer send_on(uint64_t sock, uint16_t sport, uint64_t ts, int32_t bytes) {
 
 }  // namespace
 
-TEST_CASE("windows: a long capture folded every second gives the whole session's steps and totals", "[windows]") {
-  const std::string cap = long_capture(40);  // ~32 s of a 2-rank job, ~960 steps
-  auto whole = replay_capture(cap);
-  auto folded = replay_capture(cap, every(1.0));
-  std::remove(cap.c_str());
-  REQUIRE(whole.ok());
-  REQUIRE(folded.ok());
-  CHECK(whole->windows.folds == 0);
-  CHECK(folded->windows.folds >= 20);
-  const JobAnalysis& a = whole->job;
-  const JobAnalysis& b = folded->job;
+// The folded analysis against the whole-session one: the same steps where
+// it put them, the same totals.
+void check_same_steps(const SessionReport& whole, const SessionReport& folded) {
+  const JobAnalysis& a = whole.job;
+  const JobAnalysis& b = folded.job;
   REQUIRE(a.ranks.size() == 2);
   REQUIRE(b.ranks.size() == a.ranks.size());
   CHECK(b.verdict.category == a.verdict.category);
@@ -127,8 +121,46 @@ TEST_CASE("windows: a long capture folded every second gives the whole session's
       CHECK(std::fabs(static_cast<double>(y.total[c]) - static_cast<double>(x.total[c])) <= 0.005 * counted);
     }
   }
+}
+
+TEST_CASE("windows: a long capture folded every second gives the whole session's steps and totals", "[windows]") {
+  const std::string cap = long_capture(40);  // ~32 s of a 2-rank job, ~960 steps
+  auto whole = replay_capture(cap);
+  auto folded = replay_capture(cap, every(1.0));
+  std::remove(cap.c_str());
+  REQUIRE(whole.ok());
+  REQUIRE(folded.ok());
+  CHECK(whole->windows.folds == 0);
+  CHECK(folded->windows.folds >= 20);
+  CHECK(folded->windows.early_folds == 0);  // this job's windows stay far under kFoldAboveBytes
+  check_same_steps(*whole, *folded);
   // What stays in memory: one window of timeline, not the session.
   CHECK(folded->analysis.timeline.entries() * 5 < whole->analysis.timeline.entries());
+}
+
+// A busy job's window folds before its time is up once its timeline holds
+// fold_above_bytes: the same steps and totals, a smaller window, and nothing
+// forgotten (that is the hard cap's, not this).
+TEST_CASE("windows: a window that fills its share of memory folds early and loses nothing", "[windows]") {
+  const std::string cap = long_capture(40);
+  auto whole = replay_capture(cap);
+  WindowPolicy p = every(60.0);  // no fold on time in these ~32 s
+  p.fold_above_bytes = 256 * 1024;
+  auto early = replay_capture(cap, p);
+  auto timed = replay_capture(cap, every(60.0));
+  std::remove(cap.c_str());
+  REQUIRE(whole.ok());
+  REQUIRE(early.ok());
+  REQUIRE(timed.ok());
+  CHECK(timed->windows.folds == 0);
+  CHECK(early->windows.early_folds >= 5);
+  CHECK(early->windows.folds >= early->windows.early_folds);
+  CHECK(early->windows.memory_cap_forgets == 0);
+  CHECK_FALSE(early->incomplete());
+  check_same_steps(*whole, *early);
+  // At most a window over the threshold and the second between two checks.
+  CHECK(early->analysis.timeline.used_bytes() < 4 * p.fold_above_bytes);
+  CHECK(early->analysis.timeline.used_bytes() * 4 < whole->analysis.timeline.used_bytes());
 }
 
 TEST_CASE("windows: the steps-only peek (the hang probe) finds the ranks and steps a whole peek does, folded ones included",

@@ -28,16 +28,22 @@ namespace steptrace {
 
 // How a long session stays bounded: every fold_every_ns of trace time the
 // analysis folds the steps that are over and forgets the timeline before
-// them (Analysis::fold). Above max_memory_bytes it folds at once; if the
-// window alone is still above, the window's detail is forgotten (counted: its
-// open steps are lost).
+// them (Analysis::fold). A window whose timeline holds more than
+// fold_above_bytes folds early (a busy job's 10 s made 60 MiB of segments,
+// most of steptrace's RSS; nothing is lost, the window is only shorter).
+// Above max_memory_bytes it folds at once; if the window alone is still
+// above, the window's detail is forgotten (counted: its open steps are lost).
 struct WindowPolicy {
   uint64_t fold_every_ns = 0;   // 0: never (the whole session stays in memory)
   size_t max_memory_bytes = 0;  // 0: no cap
   size_t keep_steps = 4096;     // steps per rank kept in detail once folded
+  size_t fold_above_bytes = 0;  // 0: windows end on time only; with fold_every_ns only
+
+  static constexpr size_t kFoldAboveBytes = size_t{24} << 20;
 
   static WindowPolicy from(double window_s, uint64_t max_memory_bytes, uint32_t keep_steps) {
-    return {static_cast<uint64_t>(window_s * 1e9), static_cast<size_t>(max_memory_bytes), keep_steps};
+    const auto every = static_cast<uint64_t>(window_s * 1e9);
+    return {every, static_cast<size_t>(max_memory_bytes), keep_steps, every ? kFoldAboveBytes : 0};
   }
 };
 
@@ -46,6 +52,7 @@ struct WindowStats {
   uint64_t max_memory_bytes = 0;
   uint64_t folds = 0;                // windows whose steps were folded
   uint64_t memory_cap_hits = 0;      // folds brought forward by the cap
+  uint64_t early_folds = 0;          // folds brought forward by fold_above_bytes
   uint64_t memory_cap_forgets = 0;   // windows forgotten whole at the cap (steps lost)
   uint64_t steps_out_of_detail = 0;  // folded steps no longer kept in detail (counted in the totals)
   uint64_t peak_memory_bytes = 0;    // the largest estimate seen at a check

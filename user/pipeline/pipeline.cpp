@@ -53,14 +53,20 @@ void Pipeline::maybe_fold() {
   const uint64_t now = released_ts_;
   if (!last_fold_ts_) last_fold_ts_ = last_check_ts_ = now;
   const bool due = policy_.fold_every_ns && now >= last_fold_ts_ + policy_.fold_every_ns;
-  bool over = false;
-  if (policy_.max_memory_bytes && now >= last_check_ts_ + 1'000'000'000ull) {
+  bool over = false, full = false;
+  if ((policy_.max_memory_bytes || policy_.fold_above_bytes) && now >= last_check_ts_ + 1'000'000'000ull) {
     last_check_ts_ = now;
-    const size_t bytes = analysis_.memory_bytes();
-    peak_bytes_ = std::max<uint64_t>(peak_bytes_, bytes);
-    over = bytes > policy_.max_memory_bytes;
+    if (policy_.max_memory_bytes) {
+      const size_t bytes = analysis_.memory_bytes();
+      peak_bytes_ = std::max<uint64_t>(peak_bytes_, bytes);
+      over = bytes > policy_.max_memory_bytes;
+    }
+    // What the window holds, not the room kept for the next one: a fold
+    // leaves the room, and the room alone must not fold every second.
+    full = policy_.fold_above_bytes && analysis_.timeline.used_bytes() > policy_.fold_above_bytes;
   }
-  if (!due && !over) return;
+  if (!due && !over && !full) return;
+  if (!due && !over) ++early_folds_;
   last_fold_ts_ = now;
   if (fold_guard_) fold_guard_(true);
   if (const uint64_t keep_from = analysis_.fold(now)) {
@@ -85,6 +91,7 @@ WindowStats Pipeline::window_stats() const {
   w.max_memory_bytes = policy_.max_memory_bytes;
   w.folds = folds_;
   w.memory_cap_hits = cap_hits_;
+  w.early_folds = early_folds_;
   w.memory_cap_forgets = cap_forgets_;
   w.steps_out_of_detail = analysis_.ledger.steps_out_of_detail();
   w.peak_memory_bytes = peak_bytes_;

@@ -85,7 +85,7 @@ class Pipeline {
 
   WindowPolicy policy_;
   uint64_t released_ts_ = 0, last_fold_ts_ = 0, last_check_ts_ = 0;
-  uint64_t folds_ = 0, cap_hits_ = 0, cap_forgets_ = 0, peak_bytes_ = 0;
+  uint64_t folds_ = 0, cap_hits_ = 0, cap_forgets_ = 0, peak_bytes_ = 0, early_folds_ = 0;
   Decoder decoder_;
   Reorderer reorder_;
   Analysis analysis_;

@@ -154,7 +154,8 @@ class TimelineStore {
   // Entries held (segments + spans + block requests + markers), for the
   // memory estimate.
   size_t entries() const;
-  size_t memory_bytes() const;
+  size_t memory_bytes() const;  // with the room kept for more
+  size_t used_bytes() const;    // what the entries fill
 
  private:
   ThreadTimeline& get(uint32_t pid, uint32_t tid);
