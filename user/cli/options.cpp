@@ -152,7 +152,7 @@ void add_window_flags(CLI::App* app, Options& o) {
   app->add_option("--window", o.window_s,
                   "Every this many seconds of trace, fold the steps that are over into per-rank totals and forget "
                   "their timeline, so memory stays bounded however long the session runs (default 10; a window whose "
-                  "timeline passes 24 MiB folds sooner; 0: fold only at --max-memory)")
+                  "timeline passes 16 MiB folds sooner; 0: fold only at --max-memory)")
       ->check(CLI::Range(0.0, 86400.0));
   app->add_option_function<std::string>(
          "--max-memory",

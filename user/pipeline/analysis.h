@@ -39,7 +39,7 @@ struct WindowPolicy {
   size_t keep_steps = 4096;     // steps per rank kept in detail once folded
   size_t fold_above_bytes = 0;  // 0: windows end on time only; with fold_every_ns only
 
-  static constexpr size_t kFoldAboveBytes = size_t{24} << 20;
+  static constexpr size_t kFoldAboveBytes = size_t{16} << 20;
 
   static WindowPolicy from(double window_s, uint64_t max_memory_bytes, uint32_t keep_steps) {
     const auto every = static_cast<uint64_t>(window_s * 1e9);
