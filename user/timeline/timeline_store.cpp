@@ -281,25 +281,21 @@ size_t TimelineStore::entries() const {
   return n;
 }
 
-namespace {
 template <typename Count>
-size_t timeline_bytes(const std::unordered_map<uint64_t, ThreadTimeline>& threads, size_t fixed, Count n_of) {
-  size_t n = fixed;
-  for (const auto& [key, t] : threads)
+size_t TimelineStore::bytes_by(Count n_of) const {
+  size_t n = threads_.size() * (sizeof(ThreadTimeline) + 32) + socks_.size() * 64 + parent_.size() * 48;
+  for (const auto& [key, t] : threads_)
     n += n_of(t.segs) * sizeof(StateSeg) + n_of(t.spans) * sizeof(Span) + n_of(t.block) * sizeof(BlockIo) +
          n_of(t.markers) * sizeof(uint64_t) + n_of(t.steals) * sizeof(HostSteal);
   return n;
 }
-}  // namespace
 
 size_t TimelineStore::memory_bytes() const {
-  return timeline_bytes(threads_, threads_.size() * (sizeof(ThreadTimeline) + 32) + socks_.size() * 64 + parent_.size() * 48,
-                        [](const auto& v) { return v.capacity(); });
+  return bytes_by([](const auto& v) { return v.capacity(); });
 }
 
 size_t TimelineStore::used_bytes() const {
-  return timeline_bytes(threads_, threads_.size() * (sizeof(ThreadTimeline) + 32) + socks_.size() * 64 + parent_.size() * 48,
-                        [](const auto& v) { return v.size(); });
+  return bytes_by([](const auto& v) { return v.size(); });
 }
 
 namespace {

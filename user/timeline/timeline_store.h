@@ -159,6 +159,8 @@ class TimelineStore {
 
  private:
   ThreadTimeline& get(uint32_t pid, uint32_t tid);
+  template <typename Count>
+  size_t bytes_by(Count n_of) const;  // the estimate, each vector counted by n_of
   void move_to(ThreadTimeline& t, ThreadState s, uint64_t ts, ThreadTable* totals);
   void trim_wake_delivery(ThreadTimeline& t, uint64_t queue_ns, ThreadTable* totals);
   void on_switch(const st_sched_switch& e, ThreadTable* totals);
