@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "device/nds_layout.h"
+#include "pipeline/replay.h"
 #include "session/session.h"
 #include "signals/counters.h"
 #include "truth.h"
@@ -35,8 +36,9 @@ void require_root() {
 
 // `prepare` writes into the fake sysfs root before the run (the simulator
 // adds its devices' metrics there).
+// `record_to`: also record the session into this capture.
 Run run_sim(const std::string& scenario, std::vector<std::string> extra,
-            const std::function<void(const std::string& sys)>& prepare = {}) {
+            const std::function<void(const std::string& sys)>& prepare = {}, const std::string& record_to = "") {
   char t[] = "/tmp/st-sig-acc.XXXXXX";
   REQUIRE(mkdtemp(t) != nullptr);
   std::string dir = t, dev = dir + "/dev", sys = dir + "/sys";
@@ -50,6 +52,7 @@ Run run_sim(const std::string& scenario, std::vector<std::string> extra,
   o.sysfs_root = sys;
   o.dev_root = dev;
   o.duration_s = 120;
+  o.record_path = record_to;
   o.argv = {TRAINSIM_BIN, "--scenario", scenario, "--dev-dir", dev, "--sysfs-root", sys, "--truth", dir + "/truth.json"};
   o.argv.insert(o.argv.end(), extra.begin(), extra.end());
   auto s = Session::start(o);
@@ -277,6 +280,86 @@ TEST_CASE("signals: the network-bound test fires on a rate-limited host collecti
     CHECK_FALSE(s.network_bound);
     CHECK(evidence_has(run.report.job.verdict, "not network-bound"));
   }
+}
+
+// A long session folds its windows (pipeline/step_ledger.h): the device
+// signals' job summary must add up the steps of every window, as one window
+// over the whole session does, not the last window's alone.
+TEST_CASE("signals: a session folded every half second sums the device signals of every window as one window does",
+          "[root][signals]") {
+  require_root();
+  const std::string cap = "/tmp/st-sig-fold-" + std::to_string(getpid()) + ".cap";
+  auto run = run_sim("collective-bound", {"--steps", "40", "--device-cc-bytes", "32m", "--link-gbps", "2"}, {}, cap);
+  auto whole = replay_capture(cap);
+  auto folded = replay_capture(cap, WindowPolicy::from(0.5, 0, 4096));
+  std::remove(cap.c_str());
+  REQUIRE(whole.ok());
+  REQUIRE(folded.ok());
+  CHECK(whole->windows.folds == 0);
+  CHECK(folded->windows.folds >= 4);
+  const auto& a = whole->job.signals;
+  const auto& b = folded->job.signals;
+  REQUIRE(a.split_from_nds);
+  CHECK(b.split_from_nds);
+  // The folded summary is over the merged steps (every one kept in detail here).
+  double sum_cc = 0, sum_compute = 0;
+  int nds_steps = 0;
+  for (const auto& r : folded->job.ranks)
+    for (const auto& st : r.steps)
+      if (st.index >= folded->job.skipped_warmup_steps && st.dev.nds) {
+        sum_cc += static_cast<double>(st.dev.cc_ns) / 1e6;
+        sum_compute += static_cast<double>(st.dev.compute_ns) / 1e6;
+        ++nds_steps;
+      }
+  REQUIRE(nds_steps >= 60);
+  CHECK(b.mean_cc_ms == Approx(sum_cc / nds_steps).epsilon(1e-9));
+  CHECK(b.mean_compute_ms == Approx(sum_compute / nds_steps).epsilon(1e-9));
+  // The proxies' delay and preemptions: every counted step of a rank with a
+  // proxy, whichever window named it.
+  double runq_ms = 0, preempted = 0;
+  int proxy_steps = 0;
+  for (const auto& r : folded->job.ranks) {
+    bool has = false;
+    for (const auto& p : b.proxies) has |= p.pid == r.pid;
+    if (!has) continue;
+    for (const auto& st : r.steps)
+      if (st.index >= folded->job.skipped_warmup_steps) {
+        runq_ms += static_cast<double>(st.dev.proxy_runq_ns) / 1e6;
+        preempted += st.dev.proxy_preempted;
+        ++proxy_steps;
+      }
+  }
+  REQUIRE(proxy_steps >= 60);
+  CHECK(b.proxy_runq_ms_per_step == Approx(runq_ms / proxy_steps).epsilon(1e-9));
+  CHECK(b.proxy_preempted_per_step == Approx(preempted / proxy_steps).epsilon(1e-9));
+  std::printf("whole: cc %.3f compute %.3f ms, net %.3f, %.2f MiB/step, proxy %.3f ms/step %.2f preempted/step by %s\n",
+              a.mean_cc_ms, a.mean_compute_ms, a.net_ratio, a.efa_mib_per_step, a.proxy_runq_ms_per_step,
+              a.proxy_preempted_per_step, a.proxy_top_preemptor);
+  std::printf("folded: cc %.3f compute %.3f ms, net %.3f, %.2f MiB/step, proxy %.3f ms/step %.2f preempted/step by %s\n",
+              b.mean_cc_ms, b.mean_compute_ms, b.net_ratio, b.efa_mib_per_step, b.proxy_runq_ms_per_step,
+              b.proxy_preempted_per_step, b.proxy_top_preemptor);
+  for (const auto* s : {&a, &b})
+    for (const auto& p : s->proxies)
+      std::printf("%s: proxy %s/%u (%s)\n", s == &a ? "whole" : "folded", p.comm.c_str(), p.tid, p.how.c_str());
+  // And it says what the whole-session window says.
+  CHECK(b.mean_cc_ms == Approx(a.mean_cc_ms).epsilon(0.01));
+  CHECK(b.mean_compute_ms == Approx(a.mean_compute_ms).epsilon(0.01));
+  CHECK(b.execution_bound == a.execution_bound);
+  CHECK(b.net_ratio == Approx(a.net_ratio).epsilon(0.02));
+  CHECK(b.network_bound == a.network_bound);
+  CHECK(b.efa_mib_per_step == Approx(a.efa_mib_per_step).epsilon(0.01));
+  // The runtime's proxies are named by both. Others are named by behaviour
+  // (running inside most device collectives), which each window judges on
+  // its own steps: a thread at the edge can be named by one and not by the
+  // whole (the sim's EFA counter flusher is), so the delay figures are not
+  // compared here.
+  auto named = [](const signals::DeviceSignalsSummary& s) {
+    int n = 0;
+    for (const auto& p : s.proxies) n += p.comm == "nccom-proxy0";
+    return n;
+  };
+  CHECK(named(a) == 2);
+  CHECK(named(b) == 2);
 }
 
 TEST_CASE("signals: without a datastore (old driver) the split falls back to arrival skew", "[root][signals]") {

@@ -48,7 +48,7 @@ StepResult* step_at(RankResult& r, uint64_t t) {
   return nullptr;
 }
 
-// What the pass adds up over all ranks, for the summary.
+// What the summary adds up over the steps of every rank (tally_rank).
 struct SignalTotals {
   bool split = false;
   std::vector<double> compute_ms, cc_ms, device_ms, ratios, tx_mib;
@@ -215,13 +215,12 @@ int efa_port_of(const RankResult& r, size_t ri, const SignalsData& d) {
 
 // Network-bound test of one step: bytes / collective time vs the link rate,
 // on each path: host-driven messages over the host collective time, device
-// RDMA over the device's collective time (NDS). Adds counted steps to the
-// window totals; returns the best path's ratio (-1 none).
+// RDMA over the device's collective time (NDS). Writes each path's terms to
+// the step (the summary adds them up); returns the best path's ratio (-1 none).
 // `peer_wait_ns`: how long this rank waited in the step for the last rank to
 // arrive; no byte of a collective moves before every rank is in it, so that
 // wait is not link time (a late peer would make a saturated link look idle).
-double step_net_ratio(const StepResult& st, size_t rank, double link_gbit, uint64_t peer_wait_ns, bool counted,
-                      SignalTotals& T) {
+double step_net_ratio(StepResult& st, double link_gbit, uint64_t peer_wait_ns) {
   double link_Bps = link_gbit * 1e9 / 8;
   double best_ratio = -1;
   uint64_t coll = st.ns[static_cast<size_t>(Category::collective)];
@@ -229,23 +228,25 @@ double step_net_ratio(const StepResult& st, size_t rank, double link_gbit, uint6
   // The link moves bytes while the rank waits for a CPU in the collective (cpu_contention) too.
   uint64_t host_cc = coll - dev_cc + st.contention_under[static_cast<size_t>(Category::collective)];
   host_cc -= std::min(host_cc / 2, peer_wait_ns);  // at most half: arrival times are estimates
-  auto consider = [&](uint64_t bytes, uint64_t ns, PathTotal& total) {
+  using Path = signals::StepDeviceSignals::NetPath;
+  auto consider = [&](uint64_t bytes, uint64_t ns, Path& path) {
+    path = {};
     if (bytes == 0 || ns < 500'000 || link_Bps <= 0) return;
     best_ratio = std::max(best_ratio, static_cast<double>(bytes) / (static_cast<double>(ns) / 1e9) / link_Bps);
-    if (counted) total.steps.push_back({rank, static_cast<double>(bytes) / link_Bps, static_cast<double>(ns) / 1e9});
+    path = {static_cast<double>(bytes) / link_Bps, static_cast<double>(ns) / 1e9};
   };
-  consider(st.dev.efa_send_bytes, host_cc, T.host_path);
-  if (st.dev.nds) consider(st.dev.efa_rdma_write_bytes, dev_cc, T.device_path);
-  if (st.dev.efa_send_bytes == 0 && st.dev.efa_rdma_write_bytes == 0) consider(st.dev.efa_tx_bytes, coll, T.any_path);
+  consider(st.dev.efa_send_bytes, host_cc, st.dev.net_host);
+  st.dev.net_device = {};
+  if (st.dev.nds) consider(st.dev.efa_rdma_write_bytes, dev_cc, st.dev.net_device);
+  st.dev.net_any = {};
+  if (st.dev.efa_send_bytes == 0 && st.dev.efa_rdma_write_bytes == 0) consider(st.dev.efa_tx_bytes, coll, st.dev.net_any);
   return best_ratio;
 }
 
 // EFA: bytes on this rank's adapter per step, and the network-bound test.
-void efa_to_steps(RankResult& r, size_t ri, const SignalsData& d, const std::vector<uint64_t>* last_arrival, int skip,
-                  SignalTotals& T) {
+void efa_to_steps(RankResult& r, size_t ri, const SignalsData& d, const std::vector<uint64_t>* last_arrival) {
   const int port = efa_port_of(r, ri, d);
   double link = d.efa_ports[static_cast<size_t>(port)].rate_gbit;
-  T.link_gbit = std::max(T.link_gbit, link);
   auto delta = [&](const char* name, const StepResult& st) -> uint64_t {
     size_t k = signals::efa_counter_index(name);
     auto a = signals::efa_counter_at(d, port, k, st.start_ns), b = signals::efa_counter_at(d, port, k, st.end_ns);
@@ -253,6 +254,7 @@ void efa_to_steps(RankResult& r, size_t ri, const SignalsData& d, const std::vec
   };
   for (auto& st : r.steps) {
     st.dev.efa = true;
+    st.dev.link_gbit = link;
     st.dev.efa_tx_bytes = delta("tx_bytes", st);
     st.dev.efa_rx_bytes = delta("rx_bytes", st);
     st.dev.efa_send_bytes = delta("send_bytes", st);
@@ -265,12 +267,7 @@ void efa_to_steps(RankResult& r, size_t ri, const SignalsData& d, const std::vec
     const uint64_t wait = last > st.arrival_ns && st.arrival_ns > 0
                               ? std::min(last, st.end_ns) - std::min(st.arrival_ns, st.end_ns)
                               : 0;
-    const double best_ratio = step_net_ratio(st, ri, link, wait, st.index >= skip, T);
-    st.dev.net_ratio = best_ratio;
-    if (st.index >= skip) {
-      if (best_ratio >= 0) T.ratios.push_back(best_ratio);
-      T.tx_mib.push_back(static_cast<double>(st.dev.efa_tx_bytes) / 1048576.0);
-    }
+    st.dev.net_ratio = step_net_ratio(st, link, wait);
   }
 }
 
@@ -301,7 +298,8 @@ bool proxy_by_behaviour(const RankResult& r, const Execs& anchors, const ThreadT
 // transfers: count its waits for a CPU inside the device collective (the end
 // of each execution, NDS), else inside the executions, else (no runtime
 // probes) in the whole step.
-void proxy_runq(RankResult& r, const Execs& anchors, const ThreadTimeline& t, int skip, SignalTotals& T) {
+void proxy_runq(RankResult& r, const Execs& anchors, const std::vector<const ThreadTimeline*>& proxies) {
+  std::map<uint32_t, uint32_t> by;  // this step's preemptors
   for (auto& st : r.steps) {
     Execs win;
     for (const auto& [a, b] : anchors)
@@ -311,26 +309,33 @@ void proxy_runq(RankResult& r, const Execs& anchors, const ThreadTimeline& t, in
       for (auto& [a, b] : win) a = std::max(a, b > cc ? b - cc : 0);
     }
     if (anchors.empty()) win.emplace_back(st.start_ns, st.end_ns);
-    for (auto it = segs_ending_after(t, st.start_ns); it != t.segs.end(); ++it) {
-      const auto& g = *it;
-      if (g.start >= st.end_ns) break;
-      if (g.state != ThreadState::runnable) continue;
-      uint64_t in = 0;
-      for (const auto& [a, b] : win) in += overlap_ns(g.start, g.end, a, b);
-      if (!in) continue;
-      st.dev.proxy_runq_ns += in;
-      if (g.preempted_by) {
-        ++st.dev.proxy_preempted;
-        if (st.index >= skip) ++T.preemptors[g.preempted_by];
+    by.clear();
+    for (const ThreadTimeline* t : proxies)
+      for (auto it = segs_ending_after(*t, st.start_ns); it != t->segs.end(); ++it) {
+        const auto& g = *it;
+        if (g.start >= st.end_ns) break;
+        if (g.state != ThreadState::runnable) continue;
+        uint64_t in = 0;
+        for (const auto& [a, b] : win) in += overlap_ns(g.start, g.end, a, b);
+        if (!in) continue;
+        st.dev.proxy_runq_ns += in;
+        if (g.preempted_by) {
+          ++st.dev.proxy_preempted;
+          ++by[g.preempted_by];
+        }
       }
-    }
+    std::vector<std::pair<uint32_t, uint32_t>> top(by.begin(), by.end());
+    std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    for (size_t i = 0; i < top.size() && i < signals::StepDeviceSignals::kPreemptorsKept; ++i)
+      st.dev.proxy_preemptors[i] = {top[i].first, top[i].second};
   }
 }
 
 // Network proxy threads of this rank, by name or by behaviour, and their
 // run-queue delay per step.
 void proxy_threads(RankResult& r, const Execs& anchors, const TimelineStore& tl, const ThreadTable& threads,
-                   const SignalsData* d, int skip, DeviceSignalsSummary& S, SignalTotals& T) {
+                   const SignalsData* d, DeviceSignalsSummary& S) {
+  std::vector<const ThreadTimeline*> proxies;
   for (const auto& [key, t] : tl.threads()) {
     const uint32_t tid = t.tid;
     if (t.pid != r.pid || key == r.main_tid) continue;
@@ -343,32 +348,57 @@ void proxy_threads(RankResult& r, const Execs& anchors, const TimelineStore& tl,
     bool by_behaviour = proxy_by_behaviour(r, anchors, t);
     if (!by_name && !by_behaviour) continue;
     S.proxies.push_back({r.pid, tid, comm, by_name && by_behaviour ? "name+behaviour" : by_name ? "name" : "behaviour"});
-    proxy_runq(r, anchors, t, skip, T);
+    proxies.push_back(&t);
+  }
+  if (!proxies.empty()) proxy_runq(r, anchors, proxies);
+}
+
+// What the proxies' delay in each step is compared with (rank_totals).
+void proxy_bases(RankResult& r, const Execs& anchors) {
+  using Base = signals::StepDeviceSignals::ProxyBase;
+  for (auto& st : r.steps) {
+    if (st.dev.nds) {
+      st.dev.proxy_base = Base::device_collective;
+      st.dev.proxy_base_ns = st.dev.cc_ns;
+    } else if (!anchors.empty()) {
+      st.dev.proxy_base = Base::executions;
+      st.dev.proxy_base_ns = 0;
+      for (const auto& [a, b] : anchors) st.dev.proxy_base_ns += overlap_ns(a, b, st.start_ns, st.end_ns);
+    } else {
+      st.dev.proxy_base = Base::step_collective;
+      st.dev.proxy_base_ns = st.ns[static_cast<size_t>(Category::collective)];
+    }
   }
 }
 
-// This rank's counted steps into the window totals (proxy delay and what it
-// is compared with; NDS per-execution times).
-void rank_totals(const RankResult& r, const Execs& anchors, const DeviceSignalsSummary& S, int skip,
-                 SignalTotals& T) {
-  bool has_proxy = false;
-  for (const auto& p : S.proxies) has_proxy |= p.pid == r.pid;
+// This rank's steps into the totals: the NDS split, the network-bound test's
+// terms, and, of counted steps, the proxies' delay and what it is compared
+// with and the NDS per-execution times. Everything read is in the steps, so
+// the totals of a long session add up every window's (resummarize_device_signals).
+void tally_rank(const RankResult& r, size_t ri, bool has_proxy, int skip, SignalTotals& T) {
+  using Base = signals::StepDeviceSignals::ProxyBase;
   for (const auto& st : r.steps) {
+    T.split = T.split || st.dev.nds;
+    if (st.dev.efa) T.link_gbit = std::max(T.link_gbit, st.dev.link_gbit);
     if (st.index < skip) continue;
+    if (st.dev.efa) {
+      if (st.dev.net_ratio >= 0) T.ratios.push_back(st.dev.net_ratio);
+      T.tx_mib.push_back(static_cast<double>(st.dev.efa_tx_bytes) / 1048576.0);
+      auto add = [&](const signals::StepDeviceSignals::NetPath& p, PathTotal& total) {
+        if (p.coll_s > 0) total.steps.push_back({ri, p.link_s, p.coll_s});
+      };
+      add(st.dev.net_host, T.host_path);
+      add(st.dev.net_device, T.device_path);
+      add(st.dev.net_any, T.any_path);
+    }
     if (has_proxy) {
       T.proxy_runq += st.dev.proxy_runq_ns;
       T.proxy_preempts += st.dev.proxy_preempted;
-      // What the proxy's delay is compared with: the device collective
-      // (NDS), else the executions it happens in, else the step's collective.
-      uint64_t exec_ns = 0;
-      for (const auto& [a, b] : anchors) exec_ns += overlap_ns(a, b, st.start_ns, st.end_ns);
-      if (st.dev.nds) {
-        T.proxy_coll_ns += st.dev.cc_ns;
-        T.proxy_base_nds = true;
-      } else {
-        T.proxy_coll_ns += anchors.empty() ? st.ns[static_cast<size_t>(Category::collective)] : exec_ns;
-        T.proxy_base_exec = T.proxy_base_exec || !anchors.empty();
-      }
+      for (const auto& p : st.dev.proxy_preemptors)
+        if (p.n) T.preemptors[p.tid] += p.n;
+      T.proxy_coll_ns += st.dev.proxy_base_ns;
+      T.proxy_base_nds = T.proxy_base_nds || st.dev.proxy_base == Base::device_collective;
+      T.proxy_base_exec = T.proxy_base_exec || st.dev.proxy_base == Base::executions;
       ++T.proxy_steps;
     }
     if (!st.dev.nds) continue;
@@ -404,6 +434,7 @@ void summarize(const SignalTotals& T, const ThreadTable& threads, DeviceSignalsS
   S.proxy_share_of = T.proxy_base_nds    ? "inside the device collective (NDS)"
                      : T.proxy_base_exec ? "inside executions (no NDS: the device collective is not known)"
                                          : "inside the step's collective";
+  S.proxy_top_preemptor[0] = '\0';
   if (!T.preemptors.empty()) {
     auto top = std::max_element(T.preemptors.begin(), T.preemptors.end(),
                                 [](const auto& a, const auto& b) { return a.second < b.second; });
@@ -411,6 +442,18 @@ void summarize(const SignalTotals& T, const ThreadTable& threads, DeviceSignalsS
     auto text = fmt::format("{}/{}", ti && !ti->comm.empty() ? ti->comm : "?", top->first);
     std::snprintf(S.proxy_top_preemptor, sizeof(S.proxy_top_preemptor), "%s", text.c_str());
   }
+}
+
+// The summary over the steps of `ranks`; a rank's proxies are S.proxies'.
+void summarize_steps(const std::vector<const RankResult*>& ranks, int skip, const ThreadTable& threads,
+                     DeviceSignalsSummary& S) {
+  SignalTotals T;
+  for (size_t ri = 0; ri < ranks.size(); ++ri) {
+    bool has_proxy = false;
+    for (const auto& p : S.proxies) has_proxy |= p.pid == ranks[ri]->pid;
+    tally_rank(*ranks[ri], ri, has_proxy, skip, T);
+  }
+  summarize(T, threads, S);
 }
 
 // Each device's memory: at the last sample, its peak over the samples, by
@@ -478,7 +521,6 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
                           const SignalsData* d, int skip, DeviceSignalsSummary* out) {
   DeviceSignalsSummary& S = *out;
   describe_sources(d, S);
-  SignalTotals T;
   const std::vector<std::vector<uint64_t>> last_arrival = last_arrivals(ranks);
   for (size_t ri = 0; ri < ranks.size(); ++ri) {
     RankResult& r = *ranks[ri];
@@ -487,14 +529,21 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
     if (main)
       for (const auto& sp : main->spans)
         if (sp.kind == SpanKind::nrt_execute) anchors.emplace_back(sp.start, sp.end);
-    if (d && nds_to_steps(r, anchors, *d)) T.split = true;
-    if (d && !d->efa_ports.empty() && !d->efa.empty()) efa_to_steps(r, ri, *d, ri < last_arrival.size() ? &last_arrival[ri] : nullptr, skip, T);
-    proxy_threads(r, anchors, tl, threads, d, skip, S, T);
-    rank_totals(r, anchors, S, skip, T);
+    if (d) nds_to_steps(r, anchors, *d);
+    if (d && !d->efa_ports.empty() && !d->efa.empty())
+      efa_to_steps(r, ri, *d, ri < last_arrival.size() ? &last_arrival[ri] : nullptr);
+    proxy_threads(r, anchors, tl, threads, d, S);
+    proxy_bases(r, anchors);
   }
-  summarize(T, threads, S);
+  summarize_steps({ranks.begin(), ranks.end()}, skip, threads, S);
   if (d && !d->sysfs.empty()) sysfs_deltas(*d, S);
-  return T.split;
+  return S.split_from_nds;
+}
+
+void resummarize_device_signals(JobAnalysis& job, const ThreadTable& threads) {
+  std::vector<const RankResult*> ranks;
+  for (const auto& r : job.ranks) ranks.push_back(&r);
+  summarize_steps(ranks, job.skipped_warmup_steps, threads, job.signals);
 }
 
 }  // namespace steptrace

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "attribution/device_signal_pass.h"
 #include "util/text.h"
 
 namespace steptrace {
@@ -62,6 +63,7 @@ JobAnalysis Analysis::analyse_closed(const ThreadTable& th, const DropStats& dro
     return ja;
   }
   JobAnalysis all = ledger.merge(std::move(ja));
+  resummarize_device_signals(all, th);
   judge(all, timeline, drops);
   note_remote_ranks(all, notes);
   return all;

@@ -26,6 +26,16 @@ void take_identity(RankResult& into, const RankResult& r) {
   if (r.numa.device >= 0) into.numa = r.numa;
 }
 
+// Proxy threads named by any window, once each (bounded: a job's own threads).
+constexpr size_t kMaxProxies = 256;
+
+void add_proxies(std::vector<signals::ProxyThread>& into, const std::vector<signals::ProxyThread>& more) {
+  for (const auto& p : more) {
+    auto same = [&](const signals::ProxyThread& q) { return q.pid == p.pid && q.tid == p.tid; };
+    if (into.size() < kMaxProxies && std::find_if(into.begin(), into.end(), same) == into.end()) into.push_back(p);
+  }
+}
+
 void add_counts(RankResult& into, const RankResult& r) {
   into.steps_total += r.steps_total;
   into.counted_steps += r.counted_steps;
@@ -115,6 +125,7 @@ uint64_t StepLedger::fold(const JobAnalysis& ja, const TimelineStore& tl, uint64
   std::vector<RankResult*> pr;
   for (auto& p : part) pr.push_back(&p);
   merge_fabric(fabric_, summarize_fabric(tl, pr, ja.skipped_warmup_steps, w));
+  add_proxies(proxies_, ja.signals.proxies);
 
   for (size_t i = 0; i < ja.ranks.size(); ++i) {
     if (!n[i]) continue;
@@ -187,6 +198,11 @@ JobAnalysis StepLedger::merge(JobAnalysis tail) const {
   for (auto& rf : f.ranks)
     if (auto it = rank_of.find(rf.pid); it != rank_of.end()) rf.rank = it->second;
   out.fabric = std::move(f);
+  // The device signals' step totals are summed again over the merged steps
+  // (resummarize_device_signals, with the thread table); the proxies first.
+  std::vector<signals::ProxyThread> proxies = proxies_;
+  add_proxies(proxies, out.signals.proxies);
+  out.signals.proxies = std::move(proxies);
   out.out_of_detail = out_of_detail_dist_;
   return out;
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <vector>
 
 #include "attribution/job_analysis.h"
 
@@ -48,6 +49,7 @@ class StepLedger {
   };
   std::map<uint32_t, RankLedger> ranks_;  // by pid
   FabricSummary fabric_;                   // EFA control path of the folded part
+  std::vector<signals::ProxyThread> proxies_;  // network proxies named by folded windows
   StepDistribution out_of_detail_dist_;    // counted steps that left `recent`
   uint64_t others_from_ns_ = 0;
   size_t keep_steps_;

@@ -24,9 +24,30 @@ struct StepDeviceSignals {
   uint64_t efa_rdma_write_bytes = 0;  // device RDMA writes
   uint64_t efa_trouble = 0;           // drops, retransmits, errors
   double net_ratio = -1;              // achieved / link rate on the busiest path (-1 unknown)
+  // The network-bound test's terms of this step on each path (host messages,
+  // device RDMA, any traffic): its bytes at the link rate and its collective
+  // time, seconds (coll_s 0: the path does not count in this step). Kept so
+  // that the job's test adds up the steps of every window, not the last one's.
+  struct NetPath {
+    double link_s = 0, coll_s = 0;
+  };
+  NetPath net_host, net_device, net_any;
+  double link_gbit = 0;  // the rank's adapter's rate (0: no EFA)
   // Network proxy threads of this rank: run-queue delay during the step's executions.
   uint64_t proxy_runq_ns = 0;
   uint32_t proxy_preempted = 0;
+  // Who preempted them in this step, and how often: the most frequent few
+  // (the summary adds them up over steps; exact while a step has no more).
+  struct Preemptor {
+    uint32_t tid = 0, n = 0;
+  };
+  static constexpr size_t kPreemptorsKept = 4;
+  Preemptor proxy_preemptors[kPreemptorsKept] = {};
+  // What the proxies' delay is compared with in this step: the device
+  // collective (NDS), else the executions in it, else the step's collective.
+  enum class ProxyBase : uint8_t { step_collective, executions, device_collective };
+  ProxyBase proxy_base = ProxyBase::step_collective;
+  uint64_t proxy_base_ns = 0;
 };
 
 struct SignalSource {
