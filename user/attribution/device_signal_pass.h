@@ -22,12 +22,4 @@ namespace steptrace {
 bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& tl, const ThreadTable& threads,
                           const signals::SignalsData* data, int skip_steps, signals::DeviceSignalsSummary* out);
 
-// The summary's step totals again, over the job's steps: a long session's
-// merged analysis (pipeline/step_ledger.h) holds the folded windows' steps,
-// whose `dev` keeps every term, so the job-level figures (NDS means, the
-// network-bound test, proxy delay and who preempted the proxies) are over
-// every step kept in detail, not the last window's. job.signals.proxies must
-// name every rank's proxies (the ledger keeps those of folded windows).
-void resummarize_device_signals(JobAnalysis& job, const ThreadTable& threads);
-
 }  // namespace steptrace

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "attribution/device_signal_pass.h"
+#include "attribution/device_signal_summary.h"
 #include "util/text.h"
 
 namespace steptrace {
