@@ -11,6 +11,7 @@
 
 #include "decode/decoder.h"
 #include "pipeline/analysis.h"
+#include "attribution/device_signal_pass.h"
 #include "attribution/interval_painter.h"
 #include "export/report_stats.h"
 #include "capture/capture_file.h"
@@ -534,4 +535,67 @@ TEST_CASE("timeline: a finished view closes the open state in place and leaves t
   CHECK(t701->segs.back().state == ThreadState::running);
   CHECK(t701->segs.back().start == 3 * kMs);
   CHECK(t701->segs.back().end == 25 * kMs);
+}
+
+// A network proxy named by an earlier window (by behaviour, which this window
+// alone may not show) is measured in the next one: its run-queue delay in the
+// step, how often it was preempted and by whom.
+TEST_CASE("windows: a proxy named by an earlier window is measured in the next", "[windows]") {
+  Analysis a;
+  auto in = [&](uint32_t tid, uint64_t ts) {
+    auto e = header<st_sched_switch>(ST_EV_SCHED_SWITCH, 1, 1, ts);
+    e.next_pid = 100;
+    e.next_tid = tid;
+    e.flags = ST_SWITCH_NEXT_TARGET;
+    e.prev_queue_ns = ST_QUEUE_UNKNOWN;
+    a.on_event(decoded(e));
+  };
+  auto out = [&](uint32_t tid, uint64_t ts, uint32_t state, uint32_t next, uint32_t flags) {
+    auto e = header<st_sched_switch>(ST_EV_SCHED_SWITCH, 100, tid, ts);
+    e.next_pid = next;
+    e.next_tid = next;
+    e.prev_state = state;
+    e.flags = ST_SWITCH_PREV_TARGET | flags;
+    e.prev_sys_nr = -1;
+    e.prev_queue_ns = ST_QUEUE_UNKNOWN;
+    a.on_event(decoded(e));
+  };
+  // Thread 101 of rank 100: runs, is preempted by 200 for 2 ms, runs, sleeps.
+  in(101, 1 * kMs);
+  out(101, 2 * kMs, 0, 200, ST_SWITCH_PREEMPT);
+  in(101, 4 * kMs);
+  out(101, 5 * kMs, 1, 1, 0);
+  a.timeline.finish(20 * kMs, &a.threads);
+
+  auto measure = [&](const std::vector<signals::ProxyThread>* known, signals::DeviceSignalsSummary& S) {
+    RankResult r;
+    r.pid = 100;
+    r.main_tid = 100;
+    StepResult st;
+    st.index = 1;
+    st.start_ns = 0;
+    st.end_ns = 10 * kMs;
+    r.steps.push_back(st);
+    std::vector<RankResult*> ranks{&r};
+    apply_device_signals(ranks, a.timeline, a.threads, nullptr, 1, known, &S);
+    return r.steps.front().dev;
+  };
+  signals::DeviceSignalsSummary none;
+  const auto alone = measure(nullptr, none);
+  CHECK(none.proxies.empty());  // no proxy's name, no device collective to judge behaviour by
+  CHECK(alone.proxy_runq_ns == 0);
+
+  const std::vector<signals::ProxyThread> known{{100, 101, "x-worker", "behaviour"}};
+  signals::DeviceSignalsSummary S;
+  const auto dev = measure(&known, S);
+  REQUIRE(S.proxies.size() == 1);
+  CHECK(S.proxies[0].tid == 101);
+  CHECK(S.proxies[0].how == "behaviour");
+  CHECK(dev.proxy_runq_ns == 2 * kMs);
+  CHECK(dev.proxy_preempted == 1);
+  CHECK(dev.proxy_preemptors[0].tid == 200);
+  CHECK(dev.proxy_preemptors[0].n == 1);
+  CHECK(S.proxy_runq_ms_per_step == Approx(2.0));
+  CHECK(S.proxy_preempted_per_step == Approx(1.0));
+  CHECK(std::string(S.proxy_top_preemptor) == "?/200");
 }

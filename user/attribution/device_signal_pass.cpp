@@ -252,6 +252,12 @@ void efa_to_steps(RankResult& r, size_t ri, const SignalsData& d, const std::vec
 
 // Behaviour of a network proxy: runs inside the device collective of most
 // executions (at least 3 with NDS).
+// Executions with a device collective a thread must be seen in before its
+// behaviour names it. Each window of a long session judges on its own steps
+// (a job of multi-second steps has only a few in a window); once named, a
+// thread is measured in every later window (AnalysisOptions::known_proxies).
+constexpr int kBehaviourSteps = 3;
+
 bool proxy_by_behaviour(const RankResult& r, const Execs& anchors, const ThreadTimeline& t) {
   int cc_steps = 0, ran = 0;
   for (const auto& st : r.steps) {
@@ -268,7 +274,7 @@ bool proxy_by_behaviour(const RankResult& r, const Execs& anchors, const ThreadT
         break;
       }
   }
-  return cc_steps >= 3 && ran * 10 >= cc_steps * 8;
+  return cc_steps >= kBehaviourSteps && ran * 10 >= cc_steps * 8;
 }
 
 // The proxy matters while it drives the device collective's network
@@ -311,7 +317,7 @@ void proxy_runq(RankResult& r, const Execs& anchors, const std::vector<const Thr
 // Network proxy threads of this rank, by name or by behaviour, and their
 // run-queue delay per step.
 void proxy_threads(RankResult& r, const Execs& anchors, const TimelineStore& tl, const ThreadTable& threads,
-                   const SignalsData* d, DeviceSignalsSummary& S) {
+                   const SignalsData* d, const std::vector<signals::ProxyThread>* known, DeviceSignalsSummary& S) {
   std::vector<const ThreadTimeline*> proxies;
   for (const auto& [key, t] : tl.threads()) {
     const uint32_t tid = t.tid;
@@ -323,8 +329,17 @@ void proxy_threads(RankResult& r, const Execs& anchors, const TimelineStore& tl,
       if (const auto* ti = threads.find(tid)) comm = ti->comm;
     bool by_name = proxy_name(comm);
     bool by_behaviour = proxy_by_behaviour(r, anchors, t);
-    if (!by_name && !by_behaviour) continue;
-    S.proxies.push_back({r.pid, tid, comm, by_name && by_behaviour ? "name+behaviour" : by_name ? "name" : "behaviour"});
+    // Named by an earlier window of the session: measured in this one too.
+    const signals::ProxyThread* before = nullptr;
+    if (known)
+      for (const auto& p : *known)
+        if (p.pid == r.pid && p.tid == tid) before = &p;
+    if (!by_name && !by_behaviour && !before) continue;
+    const std::string how = by_name && by_behaviour ? "name+behaviour"
+                            : by_name               ? "name"
+                            : by_behaviour          ? "behaviour"
+                                                    : before->how;
+    S.proxies.push_back({r.pid, tid, comm.empty() && before ? before->comm : comm, how});
     proxies.push_back(&t);
   }
   if (!proxies.empty()) proxy_runq(r, anchors, proxies);
@@ -410,7 +425,8 @@ void sysfs_deltas(const SignalsData& d, DeviceSignalsSummary& S) {
 }  // namespace
 
 bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& tl, const ThreadTable& threads,
-                          const SignalsData* d, int skip, DeviceSignalsSummary* out) {
+                          const SignalsData* d, int skip, const std::vector<signals::ProxyThread>* known_proxies,
+                          DeviceSignalsSummary* out) {
   DeviceSignalsSummary& S = *out;
   describe_sources(d, S);
   const std::vector<std::vector<uint64_t>> last_arrival = last_arrivals(ranks);
@@ -424,7 +440,7 @@ bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& 
     if (d) nds_to_steps(r, anchors, *d);
     if (d && !d->efa_ports.empty() && !d->efa.empty())
       efa_to_steps(r, ri, *d, ri < last_arrival.size() ? &last_arrival[ri] : nullptr);
-    proxy_threads(r, anchors, tl, threads, d, S);
+    proxy_threads(r, anchors, tl, threads, d, known_proxies, S);
     proxy_bases(r, anchors);
   }
   summarize_device_signal_steps({ranks.begin(), ranks.end()}, skip, threads, S);

@@ -18,8 +18,10 @@ namespace steptrace {
 // Fills each step's `dev`, moves the NDS device-collective time from device
 // execute to collective, and writes the summary. `data` null: nothing was
 // sampled (a replay). Returns true when the NDS split was applied (the caller
-// then skips the arrival-skew estimate).
+// then skips the arrival-skew estimate). `known_proxies`: network proxies
+// named by earlier windows of a long session (or null), measured here too.
 bool apply_device_signals(std::vector<RankResult*>& ranks, const TimelineStore& tl, const ThreadTable& threads,
-                          const signals::SignalsData* data, int skip_steps, signals::DeviceSignalsSummary* out);
+                          const signals::SignalsData* data, int skip_steps,
+                          const std::vector<signals::ProxyThread>* known_proxies, signals::DeviceSignalsSummary* out);
 
 }  // namespace steptrace

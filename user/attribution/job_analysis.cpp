@@ -150,7 +150,8 @@ JobAnalysis analyze_job(const TimelineStore& tl, const ThreadTable& threads, con
     // Device counters (NDS) split device execute into compute and collective;
     // without them, the cross-rank arrival skew is the estimate.
     std::vector<RankResult*> rr = results_of(ranks);
-    if (!apply_device_signals(rr, tl, threads, opt.device_signals, opt.skip_warmup_steps, &job.signals))
+    if (!apply_device_signals(rr, tl, threads, opt.device_signals, opt.skip_warmup_steps, opt.known_proxies,
+                              &job.signals))
       apply_device_skew(ranks);
   }
   cross_rank(ranks, opt.skip_warmup_steps);

@@ -160,6 +160,8 @@ struct AnalysisOptions {
   const signals::SignalsData* device_signals = nullptr;  // sampled device counters (user/signals)
   std::map<uint32_t, ResumePoint> resume;  // by rank pid
   uint64_t others_from_ns = 0;  // work of processes that are not ranks was counted up to here
+  // Network proxy threads named by earlier windows (pipeline/step_ledger.h): measured in this one too.
+  const std::vector<signals::ProxyThread>* known_proxies = nullptr;
   const SampleStore* samples = nullptr;  // on-CPU stack samples, sorted by time (profile/cpu_samples.h)
   // The steps stage alone: each rank and its step windows, nothing attributed
   // and no verdict (the hang watch's probe needs only where steps end).

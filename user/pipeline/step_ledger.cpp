@@ -83,6 +83,7 @@ std::vector<size_t> steps_over(const JobAnalysis& ja, uint64_t now) {
 AnalysisOptions StepLedger::resume(AnalysisOptions base) const {
   for (const auto& [pid, L] : ranks_) base.resume[pid] = L.next;
   base.others_from_ns = others_from_ns_;
+  base.known_proxies = &proxies_;
   return base;
 }
 

@@ -22,7 +22,8 @@ class StepLedger {
  public:
   explicit StepLedger(size_t keep_steps = 4096) : keep_steps_(keep_steps) {}
 
-  // The options for the next window's analysis: each folded rank resumes at its cut.
+  // The options for the next window's analysis: each folded rank resumes at its cut;
+  // the proxies named so far are measured in it too.
   AnalysisOptions resume(AnalysisOptions base) const;
 
   // Fold the steps of a window's analysis that are over at `now` (all but
