@@ -345,7 +345,7 @@ void proxy_threads(RankResult& r, const Execs& anchors, const TimelineStore& tl,
   if (!proxies.empty()) proxy_runq(r, anchors, proxies);
 }
 
-// What the proxies' delay in each step is compared with (rank_totals).
+// What the proxies' delay in each step is compared with (the summary's tally_rank).
 void proxy_bases(RankResult& r, const Execs& anchors) {
   using Base = signals::StepDeviceSignals::ProxyBase;
   for (auto& st : r.steps) {

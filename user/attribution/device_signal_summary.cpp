@@ -113,7 +113,7 @@ void summarize(const SignalTotals& T, const ThreadTable& threads, DeviceSignalsS
 }  // namespace
 
 void summarize_device_signal_steps(const std::vector<const RankResult*>& ranks, int skip, const ThreadTable& threads,
-                     DeviceSignalsSummary& S) {
+                                   DeviceSignalsSummary& S) {
   SignalTotals T;
   for (size_t ri = 0; ri < ranks.size(); ++ri) {
     bool has_proxy = false;
